@@ -473,12 +473,16 @@ int cmd_launch(const LaunchState& s) {
   std::vector<sessions::RebalanceRecord> rebalances;
   std::vector<sessions::PlanChangeRecord> plan_changes;
   bool by_time = false;
+  // the merged session's step time (each step's slowest rank), the figure `stats` and `compare`
+  // print: the rank rows' means are each rank's own step windows (tester49 F5: 95 against 107 ms)
+  std::optional<sessions::RunStats> merged_stats;
   if (merged_status != "none") {
     try {
       const sessions::SessionReader merged(ca.output);
       rebalances = merged.rebalances();
       plan_changes = merged.plan_changes();
       by_time = balances_lookup_time(merged);
+      merged_stats = sessions::analyze(merged);
     } catch (const std::exception& e) {
       fmt::print(stderr, "embedscope launch: cannot read the rebalances of {}: {}\n", ca.output, e.what());
     }
@@ -492,9 +496,12 @@ int cmd_launch(const LaunchState& s) {
     if (!merge_error.empty()) j["merge_error"] = merge_error;
     if (!first_death.empty()) j["first_death"] = first_death;
     if (!sum.alignment_json.empty()) j["alignment"] = json::parse(sum.alignment_json);
+    if (merged_stats && merged_stats->counted_steps() > 0)
+      j["session_step_time_ns"] = {{"mean", merged_stats->step_time_ns.mean}, {"p50", merged_stats->step_time_ns.p50},
+                                   {"steps", merged_stats->counted_steps()}};
     std::cout << dump(j) << "\n";
   } else {
-    std::cout << fmt::format("{:<5} {:<28} {:>10} {:>14} {:>12}  {}\n", "rank", "ended", "steps", "step mean", "loss last",
+    std::cout << fmt::format("{:<5} {:<28} {:>10} {:>14} {:>12}  {}\n", "rank", "ended", "steps", "own step mean", "loss last",
                              "session");
     for (const auto& r : ranks) {
       const json& res = r["result"];
@@ -523,6 +530,12 @@ int cmd_launch(const LaunchState& s) {
     if (!first_death.empty()) std::cout << fmt::format("first death  {}\n", first_death);
     if (!sum.alignment_text.empty()) std::cout << sum.alignment_text;
     std::cout << rebalances_block(rebalances, plan_changes, by_time);
+    if (merged_stats && merged_stats->counted_steps() > 0)
+      std::cout << fmt::format("step time    mean {}  p50 {} over the {} measured steps of the merged session: each "
+                               "step's slowest rank, the figure `stats` and `compare` print (own step mean: each "
+                               "rank's own step windows)\n",
+                               ms(merged_stats->step_time_ns.mean), ms(static_cast<double>(merged_stats->step_time_ns.p50)),
+                               merged_stats->counted_steps());
     if (merged_status != "none") std::cout << fmt::format("\nsession: {} ({} of {} rank sessions)\n", ca.output,
                                                           sessions.size(), s.n);
   }

@@ -418,7 +418,14 @@ Command add_run_command(CLI::App& app) {
   run->add_flag("--json", s->json, "Print the summary as one JSON object on stdout");
   run->add_option("-o,--output", s->output,
                   "Session file to write (default: embedscope-YYYYmmdd-HHMMSS.db in the current directory; one rank "
-                  "per process: {rank} in the name is the rank, default NAME.rank{rank}.db)");
+                  "per process: {rank} in the name is the rank, default NAME.rank{rank}.db)")
+      // an explicitly empty name was taken as "the default name" (tester49 F9)
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            return v.empty() ? std::string("an empty name; leave -o out for the default embedscope-YYYYmmdd-HHMMSS.db")
+                             : std::string();
+          },
+          "NAME"));
   run->add_flag("--force-overwrite", s->overwrite, "Replace the session file if it exists");
   run->add_option("--plan", s->plan,
                   "Run exactly this sharding plan (the JSON `embedscope plan --json` prints, edited by hand) instead "

@@ -61,7 +61,7 @@ int cmd_scaling(ScalingState& s) {
   // run (cancelled)", exit 0, as `scenario` (crit42 / tester42 F22: SIGTERM left a half-written session)
   o.cancel = &cancel_on_sigint_or_sigterm("\ncancelling after the current step (Ctrl-C again stops at once)\n");
   o.overwrite = s.overwrite;
-  const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
+  const es::HardwareProfile hw = simulate_profile(a);
   const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
   if (!s.json) {
     // the header with the first point, so that a study refused before any point runs prints
@@ -84,6 +84,16 @@ int cmd_scaling(ScalingState& s) {
                                  "needs; `run --sharding {}` splits them into empty shards instead)\n",
                                  es::to_string(p.sharding), p.gpus, p.other_types.size(), es::to_string(p.sharding), names,
                                  es::to_string(p.sharding));
+      }
+      // tables too short for a row split: split into empty shards as `run --sharding TYPE` does (tester49 F6)
+      if (!p.empty_shard_tables.empty()) {
+        std::string names;
+        for (const auto& name : p.empty_shard_tables) names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
+        std::cout << fmt::format("  {} at {} GPUs: {} table(s) split into empty shards: {} (fewer rows than the ranks a "
+                                 "row split needs; as `run --sharding {}` splits them - `plan --auto --sharding-types "
+                                 "{}` keeps them table_wise, which adds a pooled all-to-all)\n",
+                                 es::to_string(p.sharding), p.gpus, p.empty_shard_tables.size(), names,
+                                 es::to_string(p.sharding), es::to_string(p.sharding));
       }
     };
   }

@@ -132,6 +132,16 @@ bool is_lm_args(const WorkloadArgs& a) {
   return !a.preset.empty() && es::is_lm_preset(a.preset);
 }
 
+es::HardwareProfile simulate_profile(const WorkloadArgs& a) {
+  try {
+    return es::load_hardware_profile(a.simulate);
+  } catch (const es::SpecError& e) {
+    const std::string what = e.what(), pointer = "/devices/hardware: ";
+    if (!what.starts_with(pointer)) throw;
+    throw es::SpecError(fmt::format("--simulate {}: {}", a.simulate, what.substr(pointer.size())));
+  }
+}
+
 es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
   if (!a.file.empty() && !a.preset.empty()) throw es::SpecError("give either a workload file or --preset, not both");
   es::LmWorkloadSpec spec = !a.file.empty() ? es::load_lm_workload_file(a.file) : es::load_lm_preset(a.preset);
@@ -161,7 +171,7 @@ es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
   }
   if (simulated && (a.was_given("--nodes") || a.was_given("--gpus-per-node"))) {
     // the cluster as the DLRM runs ask for it; simulate_lm places rank r on node r / gpus_per_node
-    const auto [nodes, per_node] = simulated_cluster(a, es::load_hardware_profile(a.simulate), spec.world_size);
+    const auto [nodes, per_node] = simulated_cluster(a, simulate_profile(a), spec.world_size);
     spec.world_size = nodes * per_node;
     a.gpus_per_node = per_node;
     set_by.emplace_back("/devices/count", a.was_given("--nodes") ? "--nodes" : "--devices");
@@ -263,7 +273,7 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     if (a.was_given("--backend") && spec.devices.backend != es::Backend::simulated)
       throw es::SpecError(fmt::format("--backend {}: --simulate {} runs the workload on a modelled cluster, not on a "
                                       "backend; give one or the other", a.backend, a.simulate));
-    const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
+    const es::HardwareProfile hw = simulate_profile(a);
     spec.devices.backend = es::Backend::simulated;
     spec.devices.hardware = a.simulate;
     spec.devices.memory_bytes = hw.gpu.memory_bytes;

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/workload/lm_spec.h"
 #include "embedscope/engine/workload/spec.h"
 
@@ -116,6 +117,11 @@ std::string preset_list_text();
 /// resolves backend auto. Throws engine::SpecError; a validation error about a field that a
 /// flag set names the flag too (" (set by --devices)").
 engine::WorkloadSpec load(WorkloadArgs& a);
+
+/// The hardware profile --simulate names (engine::load_hardware_profile); its refusal names the
+/// flag, "--simulate h100: unknown hardware profile ...", not the JSON pointer of a workload the
+/// user never wrote (tester49 F9). Throws engine::SpecError.
+engine::HardwareProfile simulate_profile(const WorkloadArgs& a);
 
 /// What backend auto became on this machine and why, for run's and plan's text; "" when the
 /// backend asked for (a.requested_backend, set by load()) was not auto. `resolved` is the spec

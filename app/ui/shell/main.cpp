@@ -16,6 +16,7 @@
 // SESSION-report/ beside it (`embedscope-ui SESSION.db -o DIR`: to DIR, one session) and says where.
 
 #include <QApplication>
+#include <QBuffer>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QLayout>
@@ -41,6 +42,7 @@
 #include "jobs/import_job.h"
 #include "shell/main_window.h"
 #include "shell/report_layout.h"
+#include "shell/report_staging.h"
 #include "timeline/step_box.h"
 #include "timeline/timeline_view.h"
 #include "timeline/timeline_widget.h"
@@ -168,8 +170,10 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
   // a tab that is one page (a scaling study, tester44 F2: its report failed, leaving an empty folder)
   QWidget* single = views ? nullptr : qobject_cast<embedscope::ui::ScalingView*>(w.tabs()->currentWidget());
   if (!views && !single) return fail("the current tab has no pages to report");
-  if (!QDir().mkpath(dir)) return fail(dir + ": cannot create the report folder");
-  if (const QString err = remove_earlier_report(dir); !err.isEmpty()) return fail(err);
+  // the pages under a staging folder, put in place at the end; Ctrl-C / SIGTERM leave nothing
+  // (tester49 F13), a write error says why and leaves no partial file (F4)
+  embedscope::ui::ReportStaging staging(dir);
+  if (!staging.error().isEmpty()) return fail(staging.error());
   const int pages = views ? views->count() : 1;
   auto page = [&](int i) { return views ? views->widget(i) : single; };
   auto page_name = [&](int i) { return views ? views->tabText(i) : QString("Scaling"); };
@@ -216,7 +220,10 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
     const QString note = embedscope::ui::cut_note(embedscope::ui::cut_panes(page(i)));
     if (!note.isEmpty()) std::fprintf(stderr, "note: %s: %s\n", qPrintable(page_name(i)), qPrintable(note));
     const QString name = page_name(i).toLower() + ".png";
-    if (!embedscope::ui::with_cut_note(embedscope::ui::capped_width(w.grab().toImage()), note).save(dir + "/" + name)) return fail(dir + "/" + name + ": cannot write");
+    if (const QString err = staging.write(name, embedscope::ui::png_bytes(embedscope::ui::with_cut_note(
+                                                     embedscope::ui::capped_width(w.grab().toImage()), note)));
+        !err.isEmpty())
+      return fail(err);
     embedscope::ui::release_held_panes(page(i));
     for (auto* l : w.findChildren<QLayout*>()) l->invalidate();  // the held heights out of every cached minimum
     w.setMinimumSize(0, 0);
@@ -233,8 +240,10 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
         embedscope::ui::show_every_row(&w, tv);
         QApplication::processEvents();
         const QString step_name = "timeline-step.png";
-        if (!embedscope::ui::capped_width(w.grab().toImage()).save(dir + "/" + step_name))
-          return fail(dir + "/" + step_name + ": cannot write");
+        if (const QString err =
+                staging.write(step_name, embedscope::ui::png_bytes(embedscope::ui::capped_width(w.grab().toImage())));
+            !err.isEmpty())
+          return fail(err);
         embedscope::ui::release_held_panes(tv);
         for (auto* l : w.findChildren<QLayout*>()) l->invalidate();
         w.setMinimumSize(0, 0);
@@ -246,8 +255,7 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
       }
     }
   }
-  QFile html(dir + "/index.html");
-  if (!html.open(QIODevice::WriteOnly | QIODevice::Text)) return fail(html.fileName() + ": cannot write");
+  QString html;
   // the session's tab title: its file name with the window's marks ("[SIMULATED]", "[imported]")
   QString title = w.tabs()->tabText(w.tabs()->currentIndex()).toHtmlEscaped();
   if (title.startsWith("compare: ")) title = title.mid(9);  // "Embedscope comparison: a.db | b.db"
@@ -261,7 +269,9 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
     QTextStream(&html) << "</ul>\n";
   }
   QTextStream(&html) << body << "</body></html>\n";
-  html.close();
+  if (const QString err = staging.write("index.html", html.toUtf8()); !err.isEmpty()) return fail(err);
+  // an earlier report's pages go only now, with the new ones put in place
+  if (const QString err = staging.commit([&] { return remove_earlier_report(dir); }); !err.isEmpty()) return fail(err);
   if (errors.isEmpty()) {
     std::fprintf(stderr, "wrote %s/index.html\n", qPrintable(dir));
     return 0;
@@ -395,15 +405,21 @@ QString screenshot_target_error(const QString& path, const QStringList& sessions
 }
 
 // Writes `image` to `path` through a temporary file renamed over it when complete (QSaveFile): a
-// failed write leaves what was there.
-bool save_screenshot(const QImage& image, const QString& path) {
+// failed write leaves what was there. "" or the reason (the file's error: "No space left on
+// device"; tester49 F4). Encoded in memory first, so the image encoder meets no write error.
+QString save_screenshot(const QImage& image, const QString& path) {
+  QByteArray bytes;
+  QBuffer buffer(&bytes);
+  buffer.open(QIODevice::WriteOnly);
+  if (!image.save(&buffer, QFileInfo(path).suffix().toLower().toUtf8().constData())) return "the image cannot be encoded";
   QSaveFile f(path);
-  if (!f.open(QIODevice::WriteOnly)) return false;
-  if (!image.save(&f, QFileInfo(path).suffix().toLower().toUtf8().constData())) {
+  if (!f.open(QIODevice::WriteOnly)) return f.errorString();
+  if (f.write(bytes) != bytes.size()) {
+    const QString why = f.errorString();
     f.cancelWriting();
-    return false;
+    return why;
   }
-  return f.commit();
+  return f.commit() ? QString() : f.errorString();
 }
 }  // namespace
 
@@ -562,7 +578,8 @@ int main(int argc, char** argv) {
     QApplication::processEvents();
     embedscope::ui::wait_for_analyses(&w);  // what the analyses found, not "computing ..."
     QApplication::processEvents();
-    if (!save_screenshot(w.grab().toImage(), screenshot)) return fail(screenshot + ": cannot write the screenshot");
+    if (const QString why = save_screenshot(w.grab().toImage(), screenshot); !why.isEmpty())
+      return fail(screenshot + ": cannot write the screenshot: " + why);
     return 0;
   }
   return QApplication::exec();

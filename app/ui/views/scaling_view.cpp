@@ -153,6 +153,11 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
         names << QString::fromStdString(name) + " " + engine::to_string(t);
       note << QString("not %1: %2").arg(engine::to_string(p.sharding), names.join(", "));
     }
+    if (!p.empty_shard_tables.empty()) {
+      QStringList names;
+      for (const auto& name : p.empty_shard_tables) names << QString::fromStdString(name);
+      note << QString("empty shards: %1").arg(names.join(", "));
+    }
     if (!p.session_path.empty()) note << QString::fromStdString(p.session_path);
     if (!note.isEmpty()) set(10, note.join("; "));
   }
@@ -212,7 +217,35 @@ std::string kept_tables_text(const engine::ScalingStudy& study) {
     if (g == groups.end()) groups.push_back({p.sharding, p.other_types, {}}), g = groups.end() - 1;
     g->gpus.push_back(p.gpus);
   }
-  if (groups.empty()) return {};
+  // fixf49 (tester49 F6): tables too short for a row split get the point's type with empty shards
+  struct Split {
+    engine::ShardingType type;
+    std::vector<std::string> tables;
+    std::vector<int> gpus;
+  };
+  std::vector<Split> splits;
+  for (const auto& p : study.points) {
+    if (p.empty_shard_tables.empty()) continue;
+    auto g = std::find_if(splits.begin(), splits.end(),
+                          [&](const Split& x) { return x.type == p.sharding && x.tables == p.empty_shard_tables; });
+    if (g == splits.end()) splits.push_back({p.sharding, p.empty_shard_tables, {}}), g = splits.end() - 1;
+    g->gpus.push_back(p.gpus);
+  }
+  std::string split_text;
+  if (!splits.empty()) {
+    split_text = "Tables with fewer rows than the ranks a row split needs, split into empty shards as `run --sharding "
+                 "TYPE` splits them: ";
+    for (size_t k = 0; k < splits.size(); ++k) {
+      const Split& g = splits[k];
+      std::string sizes, names;
+      for (int n : g.gpus) sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
+      for (size_t i = 0; i < g.tables.size() && i < 8; ++i) names += (i == 0 ? "" : ", ") + g.tables[i];
+      if (g.tables.size() > 8) names += " and " + std::to_string(g.tables.size() - 8) + " more";
+      split_text += (k == 0 ? "" : "; ") + std::string(engine::to_string(g.type)) + " at " + sizes + " GPUs: " + names;
+    }
+    split_text += " (the planner would keep them table_wise, which adds a pooled all-to-all to the step).";
+  }
+  if (groups.empty()) return split_text;
   std::string text = "Tables not in the point's sharding type: ";
   bool one_type = true;
   for (size_t k = 0; k < groups.size(); ++k) {
@@ -227,7 +260,7 @@ std::string kept_tables_text(const engine::ScalingStudy& study) {
   }
   return text + " (fewer rows than the ranks a row split needs; `run --sharding " +
          (one_type ? std::string(engine::to_string(groups[0].type)) : std::string("TYPE")) +
-         "` splits them into empty shards instead).";
+         "` splits them into empty shards instead)." + (split_text.empty() ? "" : " " + split_text);
 }
 
 bool is_scaling_study_file(const QString& path) {

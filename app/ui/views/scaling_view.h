@@ -50,7 +50,12 @@ class ScalingView : public QWidget {
 ///   "Tables not in the point's sharding type: row_wise at 2, 4 GPUs: t_small table_wise (fewer
 ///   rows than the ranks a row split needs; `run --sharding row_wise` splits them into empty
 ///   shards instead)."
-/// At most 8 tables a group are named, then "and N more". Plain text; "" when no point has any.
+/// At most 8 tables a group are named, then "and N more". Studies since fixf49 have no such
+/// tables but ScalingPoint::empty_shard_tables (the type with empty shards), grouped the same way:
+///   "Tables with fewer rows than the ranks a row split needs, split into empty shards as `run
+///   --sharding TYPE` splits them: row_wise at 2, 4 GPUs: t_small (the planner would keep them
+///   table_wise, which adds a pooled all-to-all to the step)."
+/// Plain text; "" when no point has any.
 std::string kept_tables_text(const engine::ScalingStudy& study);
 
 /// The sharding types whose figures are within 0.5 % of an earlier type's at every cluster size

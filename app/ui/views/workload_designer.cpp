@@ -197,19 +197,34 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   pipeline_->setToolTip("TorchRec's training pipelines: base overlaps nothing; sparse_dist sends the next batch's "
                         "ids while this one computes; semi_sync also sends the next batch's embeddings under this "
                         "one's dense part (one step of staleness)");
+  // each precision and each link class its own box (tester49 F10: one box showed the forward
+  // precision and the links within a node only, and an edit of it rewrote both of each)
   qcomms_ = new QComboBox(form_box);
   qcomms_->addItems(choices_of<engine::CommPrecision>());
-  qcomms_->setToolTip("precision of the output dist and the gradient dist (TorchRec's quantized comms)");
-  bandwidth_mbs_ = new QDoubleSpinBox(form_box);
-  bandwidth_mbs_->setRange(0, 1e9);
-  bandwidth_mbs_->setDecimals(1);
-  bandwidth_mbs_->setSuffix(" MB/s");
-  bandwidth_mbs_->setSpecialValueText("unlimited");
-  bandwidth_mbs_->setKeyboardTracking(false);
-  latency_us_ = new QSpinBox(form_box);
-  latency_us_->setRange(0, 10'000'000);
-  latency_us_->setSuffix(" us");
-  latency_us_->setKeyboardTracking(false);
+  qcomms_->setObjectName("/qcomms/forward_precision");
+  qcomms_->setToolTip("precision of the output dist (forward; TorchRec's quantized comms)");
+  qcomms_bwd_ = new QComboBox(form_box);
+  qcomms_bwd_->addItems(choices_of<engine::CommPrecision>());
+  qcomms_bwd_->setObjectName("/qcomms/backward_precision");
+  qcomms_bwd_->setToolTip("precision of the gradient dist (backward; TorchRec's quantized comms)");
+  for (int k = 0; k < 2; ++k) {
+    const std::string link = k == 0 ? "/network/intra_node" : "/network/inter_node";
+    auto* bw = new QDoubleSpinBox(form_box);
+    bw->setRange(0, 1e9);
+    bw->setDecimals(1);
+    bw->setSuffix(" MB/s");
+    bw->setSpecialValueText("unlimited");
+    bw->setKeyboardTracking(false);
+    bw->setObjectName(QString::fromStdString(link + "/bandwidth_bytes_per_s"));
+    auto* lat = new QDoubleSpinBox(form_box);  // whole ns: 1,500 ns shows 1.500 us, not 1 us
+    lat->setRange(0, 1e7);
+    lat->setDecimals(3);
+    lat->setSuffix(" us");
+    lat->setKeyboardTracking(false);
+    lat->setObjectName(QString::fromStdString(link + "/latency_ns"));
+    (k == 0 ? bandwidth_mbs_ : inter_bandwidth_mbs_) = bw;
+    (k == 0 ? latency_us_ : inter_latency_us_) = lat;
+  }
   default_sharding_ = new QComboBox(form_box);
   default_sharding_->addItems(choices_of<engine::ShardingType>());
   row("Devices (ranks)", devices_, "/devices/count");
@@ -243,15 +258,26 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   backend_layout->addWidget(hardware_);
   row("Backend", backend_row, "/devices/backend");
   row("Pipeline", pipeline_, "/pipeline");
-  row("Comm precision", qcomms_, "/qcomms");
-  auto* net = new QWidget(form_box);
-  auto* net_layout = new QHBoxLayout(net);
-  net_layout->setContentsMargins(0, 0, 0, 0);
-  net_layout->addWidget(bandwidth_mbs_);
-  net_layout->addWidget(new QLabel("latency", net));
-  net_layout->addWidget(latency_us_);
-  net->setToolTip("emulated links, within and across nodes alike (1 Gb Ethernet: 125 MB/s, about 50 us)");
-  row("Network", net, "/network");
+  auto* prec = new QWidget(form_box);
+  auto* prec_layout = new QHBoxLayout(prec);
+  prec_layout->setContentsMargins(0, 0, 0, 0);
+  prec_layout->addWidget(new QLabel("forward", prec));
+  prec_layout->addWidget(qcomms_);
+  prec_layout->addWidget(new QLabel("backward", prec));
+  prec_layout->addWidget(qcomms_bwd_);
+  row("Comm precision", prec, "/qcomms");
+  for (int k = 0; k < 2; ++k) {
+    auto* net = new QWidget(form_box);
+    auto* net_layout = new QHBoxLayout(net);
+    net_layout->setContentsMargins(0, 0, 0, 0);
+    net_layout->addWidget(k == 0 ? bandwidth_mbs_ : inter_bandwidth_mbs_);
+    net_layout->addWidget(new QLabel("latency", net));
+    net_layout->addWidget(k == 0 ? latency_us_ : inter_latency_us_);
+    net->setToolTip(k == 0 ? "emulated links between the ranks of one node (unlimited: not emulated)"
+                           : "emulated links between nodes (unlimited: not emulated; 1 Gb Ethernet: 125 MB/s, about 50 us)");
+    // a message under /network (or /network/intra_node) beside the first row, /network/inter_node's beside the second
+    row(k == 0 ? "Network in a node" : "Network across nodes", net, k == 0 ? "/network" : "/network/inter_node");
+  }
   auto set_int = [this](QSpinBox* s, const char* field, int64_t unit = 1) {
     connect(s, &QSpinBox::valueChanged, this, [this, field, unit](int v) {
       if (!refreshing_) model_->set_value(field, static_cast<int64_t>(v) * unit);
@@ -292,12 +318,10 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   connect(backend_, &QComboBox::currentTextChanged, this, set_hardware);
   connect(hardware_, &QComboBox::currentTextChanged, this, set_hardware);
   set_text(pipeline_, "/pipeline");
-  connect(qcomms_, &QComboBox::currentTextChanged, this, [this](const QString& v) {
-    if (!refreshing_)
-      model_->set_value("/qcomms", json{{"forward_precision", v.toStdString()}, {"backward_precision", v.toStdString()}});
-  });
-  connect(bandwidth_mbs_, &QDoubleSpinBox::valueChanged, this, [this] { set_network(); });
-  connect(latency_us_, &QSpinBox::valueChanged, this, [this] { set_network(); });
+  set_text(qcomms_, "/qcomms/forward_precision");
+  set_text(qcomms_bwd_, "/qcomms/backward_precision");
+  for (QDoubleSpinBox* b : {bandwidth_mbs_, latency_us_, inter_bandwidth_mbs_, inter_latency_us_})
+    connect(b, &QDoubleSpinBox::valueChanged, this, [this, b] { set_network(b); });
   connect(learning_rate_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
     if (!refreshing_) model_->set_value("/optimizer/learning_rate", v);
   });
@@ -419,16 +443,20 @@ QString WorkloadDesigner::save(const QString& path) {
   return out ? QString() : path + ": write failed";
 }
 
-void WorkloadDesigner::set_network() {
+void WorkloadDesigner::set_network(QDoubleSpinBox* edited) {
   if (refreshing_) return;
-  json net = json::object();  // {}: no limit
-  if (bandwidth_mbs_->value() > 0 || latency_us_->value() > 0) {
-    json link = json::object();
-    if (bandwidth_mbs_->value() > 0) link["bandwidth_bytes_per_s"] = static_cast<int64_t>(bandwidth_mbs_->value() * 1e6);
-    link["latency_ns"] = static_cast<int64_t>(latency_us_->value()) * 1000;
-    net = {{"intra_node", link}, {"inter_node", link}};
-  }
-  model_->set_value("/network", net);
+  // only the field edited (its box is named by its pointer); a link left with no bandwidth and
+  // latency 0 is not emulated: its object goes, as the normalized workload leaves it out
+  const std::string field = edited->objectName().toStdString();
+  const std::string link = field.substr(0, field.rfind('/'));
+  const bool bandwidth = field.ends_with("/bandwidth_bytes_per_s");
+  const double v = edited->value();
+  if (bandwidth)
+    model_->set_value(field, v > 0 ? json(std::llround(v * 1e6)) : json());
+  else
+    model_->set_value(field, std::llround(v * 1e3));
+  const json bw = model_->value(link + "/bandwidth_bytes_per_s"), lat = model_->value(link + "/latency_ns");
+  if (bw.is_null() && (lat.is_null() || lat == 0)) model_->set_value(link, nullptr);
 }
 
 void WorkloadDesigner::refresh() {
@@ -466,9 +494,11 @@ void WorkloadDesigner::refresh() {
   if (model_->value("/devices/hardware").is_string()) hardware_->setCurrentText(text_or("/devices/hardware", "h100_sxm"));
   pipeline_->setCurrentText(text_or("/pipeline", "base"));
   qcomms_->setCurrentText(text_or("/qcomms/forward_precision", "fp32"));
-  const json bw = model_->value("/network/intra_node/bandwidth_bytes_per_s"), lat = model_->value("/network/intra_node/latency_ns");
-  bandwidth_mbs_->setValue(bw.is_number() ? bw.get<double>() / 1e6 : 0);
-  latency_us_->setValue(lat.is_number() ? static_cast<int>(lat.get<double>() / 1e3) : 0);
+  qcomms_bwd_->setCurrentText(text_or("/qcomms/backward_precision", "fp32"));
+  for (QDoubleSpinBox* b : {bandwidth_mbs_, latency_us_, inter_bandwidth_mbs_, inter_latency_us_}) {
+    const json v = model_->value(b->objectName().toStdString());
+    b->setValue(v.is_number() ? v.get<double>() / (b == bandwidth_mbs_ || b == inter_bandwidth_mbs_ ? 1e6 : 1e3) : 0);
+  }
   refreshing_ = false;
 
   // the message beside the field its pointer names (the longest field that is a prefix)

@@ -88,11 +88,13 @@ class WorkloadDesigner : public QWidget {
   QString source_;  // what the workload shown came from: a preset's name or "file NAME.json"
   void show_source(const QString& source);
   QSpinBox *devices_, *memory_mib_, *batch_, *steps_, *warmup_;
-  QComboBox *optimizer_, *allocator_, *default_sharding_, *backend_, *pipeline_, *qcomms_;
+  QComboBox *optimizer_, *allocator_, *default_sharding_, *backend_, *pipeline_;
+  QComboBox *qcomms_, *qcomms_bwd_;  // /qcomms/forward_precision, /qcomms/backward_precision
   QComboBox* hardware_;  // backend simulated: the hardware profile (engine cost/hardware_profile.h)
-  QDoubleSpinBox *learning_rate_, *bandwidth_mbs_;
-  QSpinBox* latency_us_;
-  void set_network();  // /network from the bandwidth and latency fields
+  QDoubleSpinBox* learning_rate_;
+  // /network/intra_node and /network/inter_node: bandwidth (MB/s, 0 = unlimited), latency (us)
+  QDoubleSpinBox *bandwidth_mbs_, *latency_us_, *inter_bandwidth_mbs_, *inter_latency_us_;
+  void set_network(QDoubleSpinBox* edited);  // the one field of /network that box holds
   std::map<QString, QLabel*> messages_;  // field pointer -> its message label
   QLabel* other_message_;
   QTableWidget* memory_table_;

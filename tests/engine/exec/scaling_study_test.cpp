@@ -8,11 +8,14 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/exec/scaling_study.h"
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/presets.h"
 #include "support/cli_run.h"
 
@@ -77,11 +80,26 @@ TEST(ScalingStudy, EachPointIsTheSimulatedRunAtThatSize) {
     s.sharding.local_world_size = std::min(p.gpus, 2);
     s.sharding.default_type = p.sharding;
     s.sharding.per_table.clear();
-    // the plan the study says it runs: the search restricted to the point's sharding type
+    // the plan the study says it runs: the search restricted to the point's sharding type, a table
+    // too short for a row split (t_small, 1 row, row_wise on 2 and 4 GPUs) split into empty shards
+    // as `run --sharding row_wise` splits it (tester49 F6)
     const es::PlanSearchResult searched =
         es::plan_search(s, es::load_hardware_profile(kProfile), es::PlanSearchOptions{{p.sharding}});
     EXPECT_EQ(p.placement, searched.proposer);
-    const es::RunResult r = es::run_training(s, searched.plan);
+    es::ShardingPlan plan = searched.plan;
+    const es::ShardingPlan uniform = es::plan_sharding(s);
+    std::vector<std::string> split;
+    for (es::TablePlan& tp : plan.tables)
+      if (tp.type != p.sharding) {
+        for (const es::TablePlan& u : uniform.tables)
+          if (u.table == tp.table) tp = u;
+        split.push_back(s.tables[static_cast<size_t>(tp.table)].name);
+      }
+    EXPECT_EQ(p.empty_shard_tables, split) << p.gpus;
+    if (p.sharding == es::ShardingType::row_wise && p.gpus > 1) {
+      EXPECT_EQ(split, std::vector<std::string>{"t_small"});
+    }
+    const es::RunResult r = es::run_training(s, plan);
     ASSERT_EQ(r.step_time_ns.size(), 3u);
     std::vector<int64_t> t = r.step_time_ns;
     std::sort(t.begin(), t.end());

@@ -81,7 +81,7 @@ TEST(WorkloadDesigner, ShowsTheMessageBesideTheFieldAndSavesJson) {
   }
   for (auto* b : d.findChildren<QDoubleSpinBox*>())
     if (b->suffix() == " MB/s") b->setValue(125);
-  for (auto* l : d.findChildren<QSpinBox*>())
+  for (auto* l : d.findChildren<QDoubleSpinBox*>())  // in a node and across nodes (fixf49)
     if (l->suffix() == " us") l->setValue(50);
   EXPECT_EQ(d.model()->value("/pipeline"), "semi_sync");
   EXPECT_EQ(d.model()->value("/qcomms/backward_precision"), "bf16");

@@ -62,12 +62,17 @@ struct ScalingPoint {
   /// Which of plan_search's proposals placed the tables (planner/search.h): "uniform:<type>"
   /// (by estimated time, LPT) or "greedy" (plan_sharding, by bytes) when that was faster.
   std::string placement;
-  /// The tables the plan does not give the point's type (name, type it has), in table order:
-  /// the search keeps a table with fewer rows than the ranks a row split needs (row_wise: the
-  /// world; table_row_wise: a node) table_wise (planner/search.h, plan42), where `run --sharding
-  /// TYPE` splits it into empty shards (tester44 F4: criteo_kaggle's 3- and 4-row tables under
-  /// row_wise on 8 GPUs, +20.7% step time from their pooled all-to-all).
+  /// The tables the plan does not give the point's type (name, type it has), in table order.
+  /// Empty in studies since fixf49 (a too-short table gets the type with empty shards, below);
+  /// kept for the JSON of earlier studies, where the search had kept such tables table_wise.
   std::vector<std::pair<std::string, ShardingType>> other_types;
+  /// The tables with fewer rows than the ranks a row split needs (row_wise: the world;
+  /// table_row_wise, grid_shard: a node), in table order: the search would keep them table_wise
+  /// (planner/search.h, plan42), which adds a pooled all-to-all to the point (tester49 F6:
+  /// criteo_kaggle's 3- and 4-row tables under row_wise on 8 H100s, 0.338 ms a step against
+  /// 0.280 ms); the point gives them its type as `run --sharding TYPE` does (plan_sharding: some
+  /// ranks hold an empty shard), so the point is the type it is labelled.
+  std::vector<std::string> empty_shard_tables;
   std::string session_path;        ///< the session written, or ""
 };
 
@@ -76,7 +81,8 @@ struct ScalingPoint {
 /// every table of that type (per-table overrides dropped) placed by plan_search restricted to
 /// that type (PlanSearchOptions::sharding_types, as TorchRec's planner with a sharding_types
 /// constraint: the shorter estimated critical path of the time-balanced and the bytes-greedy
-/// placement), on the simulated backend of the
+/// placement; a table with fewer rows than the ranks a row split needs split into empty shards
+/// as plan_sharding splits it, ScalingPoint::empty_shard_tables), on the simulated backend of the
 /// profile (its device memory). O(points x ranks x ops). Throws SpecError for an unknown
 /// profile, an empty or out-of-range gpus list, no sharding types, or a workload the parser
 /// rejects for a reason other than memory; a point that does not fit or fails is kept with its
