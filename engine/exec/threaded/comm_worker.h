@@ -1,9 +1,15 @@
 #pragma once
 // The comm worker of a rank: one thread that runs the rank's collectives one at a time, in the
 // order they were queued (the comm lane of the session). Internal to the threaded executor.
+// Once a job has failed, every job queued after it fails with the same exception without running:
+// the collectives behind a failed one would run on a group that failure broke (a timed-out
+// all-reduce closes the rank's connections, and the gradient all-to-all queued behind it then
+// failed at once with "a peer's connection broke"), and the rank, waiting on that later job
+// first, ended "crashed" instead of "hang" (Fixc47LaunchStop, under load).
 
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -23,9 +29,18 @@ class CommWorker {
     thread_.join();
   }
   /// Queues `fn` on the comm thread (jobs run one at a time, in the order queued); the
-  /// future rethrows what it threw.
+  /// future rethrows what it threw, or, where an earlier job failed, that job's exception (`fn`
+  /// is then not run).
   std::future<void> submit(std::function<void()> fn) {
-    std::packaged_task<void()> task(std::move(fn));
+    std::packaged_task<void()> task([this, fn = std::move(fn)] {
+      if (failed_) std::rethrow_exception(failed_);  // failed_: the comm thread's own
+      try {
+        fn();
+      } catch (...) {
+        failed_ = std::current_exception();
+        throw;
+      }
+    });
     auto fut = task.get_future();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -55,6 +70,7 @@ class CommWorker {
   std::condition_variable cv_;
   std::deque<std::packaged_task<void()>> queue_;
   bool stop_ = false;
+  std::exception_ptr failed_;  // the first job's failure; read and written on the comm thread only
   std::thread thread_;
 };
 
