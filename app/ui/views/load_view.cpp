@@ -22,6 +22,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <set>
+#include <string>
 
 namespace embedscope::ui {
 
@@ -247,12 +249,58 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
     const int t = table_box_->findText(QString::fromStdString(features[static_cast<size_t>(index.row())].table));
     if (t >= 0) set_table(t);
   });
+  {
+    std::set<int64_t> measured;
+    for (const auto& s : session_->steps())
+      if (s.step >= 0) measured.insert(s.step);
+    measured_steps_ = static_cast<int64_t>(measured.size());
+    no_measured_step_ = no_measured_step(*session_);
+  }
   rebuild();
   rebuild_rows();
   count_input();
 }
 
+bool LoadView::no_measured_step(const sessions::SessionReader& session) {
+  const std::string ended = session.status();
+  if (ended == "complete") return false;  // a complete run trained every planned step
+  for (const auto& s : session.steps())
+    if (s.step >= 0) return false;
+  for (const auto& l : session.load())
+    if (l.step >= 0) return false;
+  return !session.has_id_histogram() || session.id_histogram().empty();
+}
+
+QString LoadView::no_measured_step_text() const {
+  const std::string ended = session_->status();
+  return ended == "running" ? QString("no measured step yet (the run is still in its warm-up)")
+                            : QString("no measured step (the run ended %1 before its first measured step)")
+                                  .arg(QString::fromStdString(ended.empty() ? std::string("without an end record") : ended));
+}
+
+void LoadView::say_on_plot(QCustomPlot* plot, const QString& text) {
+  plot->clearPlottables();
+  plot->clearGraphs();
+  plot->clearItems();
+  for (QCPAxis* axis : {plot->xAxis, plot->yAxis}) {
+    if (!axis) continue;  // a heatmap's layout has its own axis rect
+    axis->setTicks(false);
+    axis->setTickLabels(false);
+    axis->setLabel("");
+  }
+  auto* item = new QCPItemText(plot);
+  item->position->setType(QCPItemPosition::ptAxisRectRatio);
+  item->position->setCoords(0.5, 0.5);
+  item->setText(text);
+  if (plot->isVisible()) plot->replot();
+}
+
 void LoadView::count_input() {
+  if (no_measured_step_) {  // the statistics of batches never trained on would read as the run's (tester49 F15)
+    input_note_->setText("input per feature: none - " + no_measured_step_text() +
+                         ": no batch of the workload's input was trained on");
+    return;
+  }
   input_note_->setText("input per feature: counting the run's input...");
   input_job_->start<InputFigures>(
       [file = session_->path()] { return input_figures(sessions::SessionReader(file)); },
@@ -280,6 +328,11 @@ void LoadView::rebuild_rows() {
     row_note_->setText(session_->has_id_histogram() ? "the session names no tables"
                                                     : "this session has no row histogram (recorded from session schema 3 on)");
     if (row_plot_->isVisible()) row_plot_->replot();
+    return;
+  }
+  if (no_measured_step_) {
+    row_note_->setText(no_measured_step_text() + ": no ids were recorded");
+    say_on_plot(row_plot_, "no measured step: no ids recorded");
     return;
   }
   rows_ = row_histogram(*session_, table_);
@@ -335,6 +388,27 @@ void LoadView::rebuild_rows() {
     if (row_plot_->isVisible()) row_plot_->replot();
     return;
   }
+  if (total == 0 && measured_steps_ > 0 && session_->id_histogram().empty()) {
+    // measured steps, but not one id in the histogram: a run killed or stopped at once by an
+    // Embedscope before session 49 wrote it only at a normal end (tester49 F16)
+    row_note_->setText(QString("%1 rows; no id histogram in this session although it holds %2 measured step(s): a run "
+                               "killed or stopped at once by an Embedscope before session 49 wrote none; %3 on rank(s) %4")
+                           .arg(rows_.num_rows)
+                           .arg(measured_steps_)
+                           .arg(QString::fromStdString(rows_.sharding_type.empty() ? "unplanned" : rows_.sharding_type))
+                           .arg(ranks));
+    say_on_plot(row_plot_, "no id histogram recorded");
+    return;
+  }
+  if (total == 0) {  // no "hottest bucket" of 0 ids (tester49 F15)
+    row_note_->setText(QString("%1 rows in %2 buckets, 0 ids recorded for this table; %3 on rank(s) %4")
+                           .arg(rows_.num_rows)
+                           .arg(rows_.ids.size())
+                           .arg(QString::fromStdString(rows_.sharding_type.empty() ? "unplanned" : rows_.sharding_type))
+                           .arg(ranks));
+    if (row_plot_->isVisible()) row_plot_->replot();
+    return;
+  }
   row_note_->setText(QString("%1 rows in %2 buckets, %3 ids; hottest bucket rows %4..%5 (%6 % of the ids); %7 on rank(s) %8")
                          .arg(rows_.num_rows)
                          .arg(rows_.ids.size())
@@ -368,6 +442,12 @@ void LoadView::rebuild() {
 
 void LoadView::draw() {
   const QString metric = sessions::to_string(metric_);
+  if (data_.steps.empty() && no_measured_step_) {  // nothing to chart: say so (tester49 F15)
+    status_->setText(no_measured_step_text() + ": no load was recorded");
+    for (auto* plot : {shard_plot_, step_plot_, imbalance_plot_, rank_plot_})
+      say_on_plot(plot, "no measured step: no load recorded");
+    return;
+  }
   QStringList shards, steps, tables;
   for (const auto& s : data_.shards) shards << QString::fromStdString(s);
   for (const auto& t : data_.shard_tables) tables << QString::fromStdString(t);

@@ -98,6 +98,13 @@ class LoadView : public QWidget {
   /// step to which, one row per span (table, type, shard, rank, rows, steps); shown with its
   /// title only when the session's plan changed (live rebalances), hidden otherwise.
   QTableWidget* plan_table() { return plan_table_; }
+  /// Whether `session` holds no measured step: it did not end complete (a complete run trained
+  /// every planned step) and it has no step row, no load counter of a step >= 0 and no id
+  /// histogram bucket. The page then says "no measured step" in the metric row, on each chart,
+  /// in row_note() and input_note() instead of empty charts with 0..1 scales, a 0-id hottest
+  /// bucket and the input statistics of batches never trained on (tester49 F15). Reads the
+  /// session; throws what its reader throws (sessions::SessionError naming the file).
+  static bool no_measured_step(const sessions::SessionReader& session);
 
  private:
   void rebuild();  // starts the aggregation of metric_
@@ -120,6 +127,15 @@ class LoadView : public QWidget {
   QTableWidget* plan_table_;
   int table_ = 0;
   RowHistogram rows_;
+  // the session's measured steps (steps rows with step >= 0, distinct; -1 before the count)
+  int64_t measured_steps_ = -1;
+  // no_measured_step(*session_): the page says so instead of empty charts, a 0-id "hottest
+  // bucket" and the input statistics of batches never trained on (tester49 F15)
+  bool no_measured_step_ = false;
+  // "no measured step (the run ended cancelled before its first measured step)", or "... yet" while running
+  QString no_measured_step_text() const;
+  /// Writes `text` over the middle of `plot` (cleared first) and replots it.
+  static void say_on_plot(QCustomPlot* plot, const QString& text);
 };
 
 }  // namespace embedscope::ui
