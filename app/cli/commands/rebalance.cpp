@@ -76,7 +76,7 @@ std::string policy_text(const es::RebalanceSpec& r) {
 
 /// The hot-row advice from the session's id_histogram (summed over ranks, every measured step):
 /// nullopt when the file has no id_histogram (schema < 3), an empty one (a run killed or stopped
-/// at once by an Embedscope before session 49 wrote none: "none" would read as advice;
+/// at once by an older Embedscope build wrote none: "none" would read as advice;
 /// tester49 F16) or no measured step.
 std::optional<std::vector<rb::HotRowAdvice>> hot_rows_of(const ss::SessionReader& session, const es::WorkloadSpec& spec,
                                                          const es::ShardingPlan& plan, int64_t measured_steps) {
@@ -132,7 +132,7 @@ json hot_rows_json(const es::WorkloadSpec& spec, const std::vector<rb::HotRowAdv
 void print_hot_rows(const es::WorkloadSpec& spec, const std::optional<std::vector<rb::HotRowAdvice>>& advice, int world) {
   if (!advice) {
     std::cout << "hot rows     no id histogram in the session (schema < 3, a simulation, or a run killed or stopped at "
-                 "once by an Embedscope before session 49): no advice\n";
+                 "once by an older Embedscope build, which wrote it only at a normal end): no advice\n";
     return;
   }
   if (advice->empty()) {

@@ -390,9 +390,9 @@ void LoadView::rebuild_rows() {
   }
   if (total == 0 && measured_steps_ > 0 && session_->id_histogram().empty()) {
     // measured steps, but not one id in the histogram: a run killed or stopped at once by an
-    // Embedscope before session 49 wrote it only at a normal end (tester49 F16)
+    // older Embedscope build wrote it only at a normal end (tester49 F16)
     row_note_->setText(QString("%1 rows; no id histogram in this session although it holds %2 measured step(s): a run "
-                               "killed or stopped at once by an Embedscope before session 49 wrote none; %3 on rank(s) %4")
+                               "killed or stopped at once by an older Embedscope build (one that wrote it only at a normal end) has none; %3 on rank(s) %4")
                            .arg(rows_.num_rows)
                            .arg(measured_steps_)
                            .arg(QString::fromStdString(rows_.sharding_type.empty() ? "unplanned" : rows_.sharding_type))

@@ -43,7 +43,7 @@ std::string fixe49r_read(const fs::path& p) {
   return s.str();
 }
 
-// `embedscope run --preset tiny --steps 100000 -o db` with files limited to `limit` bytes
+// `embedscope run --preset tiny --steps 100000 --network-latency 1000000 -o db` with files limited to `limit` bytes
 // (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails with EFBIG, as on a full disk); returns
 // the exit status (-1: a signal) and leaves stderr in dir/err.txt.
 int fixe49r_run_limited(const fs::path& dir, const std::string& db, rlim_t limit) {
@@ -54,7 +54,11 @@ int fixe49r_run_limited(const fs::path& dir, const std::string& db, rlim_t limit
     dup2(open("/dev/null", O_WRONLY), 1);
     const rlimit r{limit, limit};
     setrlimit(RLIMIT_FSIZE, &r);
-    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "100000", "-o", db.c_str(), nullptr);
+    // 1 ms of emulated latency per collective paces the steps (about 10 ms each): the writer's first
+    // 250 ms commit then holds a few steps on any machine, well under the limit; unpaced, a fast
+    // machine put more than 2 MiB of steps in the first commit, which then failed with nothing kept
+    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "100000", "--network-latency", "1000000",
+          "-o", db.c_str(), nullptr);
     _exit(127);
   }
   int status = 0;
