@@ -246,13 +246,14 @@ void same_as_workload(const json& given, const json& workload, const std::string
 
 ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::string& origin) {
   if (!j.is_object()) fail(origin, "", "a sharding plan is a JSON object (as `embedscope plan --json` prints)");
-  // what `plan --json` prints besides the plan: pipeline, qcomms and network (checked against
-  // the workload), memory, table_storage, whether it fits (fits; ended and error when it does
+  // what `plan --json` prints besides the plan: pipeline, qcomms, network and dense_precision
+  // (checked against the workload), memory, table_storage, whether it fits (fits; ended and error when it does
   // not), the backend it planned for and was asked for (backend, backend_requested), a cuda
   // plan's gpu_placement, and `plan --auto --json`'s search and stats (tester41 #19: the searched
   // plan must run as printed), and host_memory (this machine's verdict, tester46 F4): ignored (the
   // run resolves its backend and places its ranks itself)
-  only_keys(j, {"world_size", "local_world_size", "tables", "table_storage", "pipeline", "qcomms", "network", "memory",
+  only_keys(j, {"world_size", "local_world_size", "tables", "table_storage", "pipeline", "qcomms", "network",
+                "dense_precision", "memory",
                 "fits", "ended", "error", "backend", "backend_requested", "gpu_placement", "search", "stats",
                 "storage_changes", "storage_reason", "storage_searches", "host_memory"},
             origin, "");
@@ -284,6 +285,10 @@ ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::
     for (const char* key : {"pipeline", "qcomms", "network"})
       if (j.contains(key)) same_as_workload(j.at(key), w.at(key), origin, std::string("/") + key);
   }
+  // the dense part's dense.precision (null without a dense part), as `plan --json` prints it
+  if (j.contains("dense_precision"))
+    same_as_workload(j.at("dense_precision"), spec.dense ? json(to_string(spec.dense->precision)) : json(),
+                     origin, "/dense_precision");
   ShardingPlan plan;
   plan.world_size = get_small_int(j, "world_size", origin, "");
   plan.local_world_size = get_small_int(j, "local_world_size", origin, "", false, plan.world_size);

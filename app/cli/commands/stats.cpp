@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "embedscope/sessions/analysis/rebalance_effect.h"
 #include "embedscope/sessions/analysis/run_end.h"  // ended_text
 #include "embedscope/sessions/model/held_out_key.h"
+#include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/engine/workload/json_kind.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"  // format_duration
@@ -183,19 +185,31 @@ std::pair<int64_t, std::string> step_size(const std::string& workload_json, int6
 // The hot-row replication block (table_storage_json's hot_rows, hot_ids, hot_all_reduce_bytes;
 // workload sharding.tables.NAME.hot_rows): one line per table with hot rows - rows replicated,
 // ids a measured step kept off the input all-to-all (all ranks), and the bytes of each step's
-// all-reduce of their gradients. "" when no table has any (and for older files).
-std::string hot_rows_text(const std::string& meta, int64_t steps) {
+// all-reduce of their gradients. "" when no table has any (and for older files). Where hot_ids
+// is null (a simulated session: table_storage_json(.., measured = false)) the ids are the
+// replicas' load counters, which `replica_ids` reads when first needed (table index -> ids over
+// the measured steps, sessions::hot_row_replica_ids; retest49 R4), "-" when the session has none
+// (older files).
+std::string hot_rows_text(const std::string& meta, int64_t steps,
+                          const std::function<std::map<int32_t, int64_t>()>& replica_ids) {
   const json tables = json::parse(meta, nullptr, false);
   if (!tables.is_array()) return "";
   std::string out;
-  for (const auto& t : tables) {
+  std::optional<std::map<int32_t, int64_t>> counted;  // the replicas' load counters, read once
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const json& t = tables[i];
     const int64_t rows = t.value("hot_rows", int64_t{0});
     if (rows <= 0) continue;
     if (out.empty())
       out = "\nhot rows (replicated on every rank, trained data-parallel): ids a step kept off the input all-to-all, "
             "all-reduce a step\n";
-    out += fmt::format("  {:<20} {:>8} rows {:>12} ids/step {:>12}/step\n", t.value("table", ""), rows,
-                       figure_or_dash(t, "hot_ids", "{:.1f}", static_cast<double>(steps)),
+    std::string ids = figure_or_dash(t, "hot_ids", "{:.1f}", static_cast<double>(steps));
+    if (ids == "-" && steps > 0) {
+      if (!counted) counted = replica_ids();
+      if (const auto c = counted->find(static_cast<int32_t>(i)); c != counted->end())
+        ids = fmt::format("{:.1f}", static_cast<double>(c->second) / static_cast<double>(steps));
+    }
+    out += fmt::format("  {:<20} {:>8} rows {:>12} ids/step {:>12}/step\n", t.value("table", ""), rows, ids,
                        es::format_bytes(t.value("hot_all_reduce_bytes", int64_t{0})));
   }
   return out;
@@ -506,7 +520,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   if (const std::string host = host_placement_text(json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false), st.steps);
       !host.empty())
     std::cout << "\ntables in host memory (cache hit rate, rows and bytes moved per measured step):\n" << host;
-  std::cout << hot_rows_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps);
+  std::cout << hot_rows_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps,
+                             [&] { return ss::hot_row_replica_ids(session.load(), st.steps); });
   if (!st.has_memory) {  // a trace: no allocator counters (0 B would read as measured; tester37 D8)
     std::cout << (imported ? "\nmemory       none recorded (a trace has no allocator counters; a PyTorch memory snapshot does)\n"
                            : "\nmemory       none recorded (the run ended before its first memory counters)\n");

@@ -159,10 +159,17 @@ es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
     if (simulated && (f == "--nodes" || f == "--gpus-per-node")) continue;
     if (simulate_flags && (f == "--nodes" || f == "--gpus-per-node"))
       throw es::SpecError(fmt::format("{}: only with --simulate PROFILE (a modelled cluster)", flag));
-    throw es::SpecError(fmt::format("{}: not for an lm_embedding workload ({} runs on CPU ranks; its flags: --devices, "
+    // where the run happens: a simulated cluster under --simulate, else CPU ranks (retest49 R5:
+    // "runs on CPU ranks" was said under --simulate h100_sxm too)
+    const std::string where = simulated ? fmt::format("is simulated on {}'s modelled cluster", a.simulate)
+                                        : std::string("runs on CPU ranks");
+    // --dense-precision: dense.precision is a DLRM workload's (its dense part's GEMMs, spec.h)
+    const std::string why =
+        f == "--dense-precision" ? "; dense.precision is a DLRM workload's, for its dense part's GEMMs" : "";
+    throw es::SpecError(fmt::format("{}: not for an lm_embedding workload ({} {}{}; its flags: --devices, "
                                     "--sharding, --sequence-parallel, --steps, --batch-size, --simulate, --nodes, "
                                     "--gpus-per-node; {})",
-                                    flag, a.origin, kLmRanksAreThreads));
+                                    flag, a.origin, where, why, kLmRanksAreThreads));
   }
   std::vector<std::pair<std::string, std::string>> set_by;
   if (a.was_given("--devices")) {

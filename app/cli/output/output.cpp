@@ -60,7 +60,10 @@ std::string pipeline_text(const es::WorkloadSpec& spec) {
 
 json pipeline_json(const es::WorkloadSpec& spec) {
   const json w = es::to_json(spec);
-  return {{"pipeline", w.at("pipeline")}, {"qcomms", w.at("qcomms")}, {"network", w.at("network")}};
+  return {{"pipeline", w.at("pipeline")},
+          {"qcomms", w.at("qcomms")},
+          {"network", w.at("network")},
+          {"dense_precision", spec.dense ? json(es::to_string(spec.dense->precision)) : json()}};
 }
 
 std::string plan_table(const es::WorkloadSpec& spec, const es::ShardingPlan& plan) {

@@ -31,8 +31,10 @@ std::string network_text(const engine::NetworkSpec& n);
 /// (its dense.precision; on a simulated profile the rate its GEMMs are timed at).
 std::string pipeline_text(const engine::WorkloadSpec& spec);
 
-/// {"pipeline", "qcomms", "network"} as to_json(spec) writes them (plan --json's keys, which a plan
-/// file read back accepts: sharding/plan_json.cpp; run --json adds "dense_precision" itself).
+/// {"pipeline", "qcomms", "network"} as to_json(spec) writes them and "dense_precision" (the dense
+/// part's dense.precision, "fp32" | "tf32" | "bf16" | "fp16"; null without a dense part): plan
+/// --json's keys, which a plan file read back accepts when they match the workload
+/// (sharding/plan_json.cpp plan_from_json).
 nlohmann::json pipeline_json(const engine::WorkloadSpec& spec);
 
 /// The plan as a table: a header line, then per table its name, sharding type and shards

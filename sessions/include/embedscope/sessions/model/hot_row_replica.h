@@ -2,6 +2,9 @@
 // The load counter of a rank's hot-row replica (sessions/schema/FORMAT.md load_counters.shard).
 
 #include <cstdint>
+#include <map>
+#include <vector>
+#include "embedscope/sessions/model/events.h"
 
 namespace embedscope::sessions {
 
@@ -13,5 +16,17 @@ namespace embedscope::sessions {
 /// into the plan's shards: readers that charge a plan's shards skip it (`rebalance`: no move
 /// changes a replica), readers of a rank's load count it.
 inline constexpr int32_t kHotRowReplicaShard = -1;
+
+/// The ids looked up in the hot-row replicas, summed over the ranks and the measured steps
+/// [0, steps) (`load` as SessionReader::load() reads it): table index (into the workload's
+/// tables) -> ids. Tables without a replica counter are absent. The ids a step kept off the input
+/// all-to-all, as table_storage_json's hot_ids counts them on cpu ranks; a simulated session has
+/// no hot_ids (null) but these counters (its modelled ids a step; tester49 F8a, retest49 R4).
+inline std::map<int32_t, int64_t> hot_row_replica_ids(const std::vector<LoadCounter>& load, int64_t steps) {
+  std::map<int32_t, int64_t> ids;
+  for (const LoadCounter& c : load)
+    if (c.shard == kHotRowReplicaShard && c.step >= 0 && c.step < steps) ids[c.table] += c.ids;
+  return ids;
+}
 
 }  // namespace embedscope::sessions
