@@ -36,6 +36,7 @@
 #include "models/table_storage_model.h"
 #include "embedscope/sessions/analysis/table_storage.h"
 #include "embedscope/engine/workload/lm_spec.h"
+#include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // format_rate
@@ -162,18 +163,26 @@ QString import_problems_text(const sessions::SessionReader& s) {
 
 // "<br>hot rows (replicated on every rank, trained data-parallel): t_c 4 rows, 11.3 ids a step
 // kept off the input all-to-all, 208 B all-reduced a step" from table_storage_json, as `stats`
-// prints them (tester35 D11); "" without hot rows. The ids are "-" where not measured (simulated).
+// prints them (tester35 D11); "" without hot rows. Where hot_ids is null (simulated) the ids are
+// the replicas' load counters (sessions::hot_row_replica_ids, retest49 R4), "-" without them.
 QString hot_rows_line(const sessions::SessionReader& s, int64_t steps) {
   const auto tables = nlohmann::json::parse(s.meta(sessions::meta::kTableStorageJson, ""), nullptr, false);
   if (!tables.is_array()) return {};
   QStringList parts;
-  for (const auto& t : tables) {
+  std::optional<std::map<int32_t, int64_t>> counted;  // the replicas' load counters, read once
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const auto& t = tables[i];
     if (!t.is_object() || !t.contains("hot_rows") || !t["hot_rows"].is_number_integer() || t["hot_rows"].get<int64_t>() <= 0)
       continue;
     const auto ids = t.find("hot_ids");
-    const QString per_step = ids != t.end() && ids->is_number() && steps > 0
-                                 ? QString::number(ids->get<double>() / static_cast<double>(steps), 'f', 1)
-                                 : QString("-");
+    QString per_step = ids != t.end() && ids->is_number() && steps > 0
+                           ? QString::number(ids->get<double>() / static_cast<double>(steps), 'f', 1)
+                           : QString("-");
+    if (per_step == "-" && steps > 0) {
+      if (!counted) counted = sessions::hot_row_replica_ids(s.load(), steps);
+      if (const auto c = counted->find(static_cast<int32_t>(i)); c != counted->end())
+        per_step = QString::number(static_cast<double>(c->second) / static_cast<double>(steps), 'f', 1);
+    }
     parts << QString("%1 %2 rows, %3 ids a step kept off the input all-to-all, %4 all-reduced a step")
                  .arg(QString::fromStdString(t.value("table", "")).toHtmlEscaped())
                  .arg(t["hot_rows"].get<int64_t>())

@@ -207,6 +207,14 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   qcomms_bwd_->addItems(choices_of<engine::CommPrecision>());
   qcomms_bwd_->setObjectName("/qcomms/backward_precision");
   qcomms_bwd_->setToolTip("precision of the gradient dist (backward; TorchRec's quantized comms)");
+  // the dense part's GEMM precision (dense.precision, PyTorch AMP's semantics; README): its own
+  // box, its own field, like the comm precisions
+  dense_precision_ = new QComboBox(form_box);
+  dense_precision_->addItems(choices_of<engine::DensePrecision>());
+  dense_precision_->setObjectName("/dense/precision");
+  dense_precision_->setToolTip("precision of the dense part's matrix products (PyTorch AMP: GEMM inputs rounded, fp32 "
+                               "accumulation and weights); cpu: emulated, simulated: timed at the profile's rate for "
+                               "it, cuda: fp32 only");
   for (int k = 0; k < 2; ++k) {
     const std::string link = k == 0 ? "/network/intra_node" : "/network/inter_node";
     auto* bw = new QDoubleSpinBox(form_box);
@@ -266,6 +274,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   prec_layout->addWidget(new QLabel("backward", prec));
   prec_layout->addWidget(qcomms_bwd_);
   row("Comm precision", prec, "/qcomms");
+  row("Dense precision", dense_precision_, "/dense/precision");
   for (int k = 0; k < 2; ++k) {
     auto* net = new QWidget(form_box);
     auto* net_layout = new QHBoxLayout(net);
@@ -320,6 +329,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   set_text(pipeline_, "/pipeline");
   set_text(qcomms_, "/qcomms/forward_precision");
   set_text(qcomms_bwd_, "/qcomms/backward_precision");
+  set_text(dense_precision_, "/dense/precision");
   for (QDoubleSpinBox* b : {bandwidth_mbs_, latency_us_, inter_bandwidth_mbs_, inter_latency_us_})
     connect(b, &QDoubleSpinBox::valueChanged, this, [this, b] { set_network(b); });
   connect(learning_rate_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
@@ -495,6 +505,11 @@ void WorkloadDesigner::refresh() {
   pipeline_->setCurrentText(text_or("/pipeline", "base"));
   qcomms_->setCurrentText(text_or("/qcomms/forward_precision", "fp32"));
   qcomms_bwd_->setCurrentText(text_or("/qcomms/backward_precision", "fp32"));
+  // a workload without a dense part ("dense": null) has no precision to set: an edit would make
+  // a dense object of the precision alone
+  const json dense = model_->value("/dense");
+  dense_precision_->setEnabled(dense.is_object());
+  dense_precision_->setCurrentText(text_or("/dense/precision", "fp32"));
   for (QDoubleSpinBox* b : {bandwidth_mbs_, latency_us_, inter_bandwidth_mbs_, inter_latency_us_}) {
     const json v = model_->value(b->objectName().toStdString());
     b->setValue(v.is_number() ? v.get<double>() / (b == bandwidth_mbs_ || b == inter_bandwidth_mbs_ ? 1e6 : 1e3) : 0);

@@ -48,7 +48,7 @@ class WorkloadDesigner : public QWidget {
   QString save(const QString& path);
   /// The message shown beside a form field ("/batch_size", "/devices/count",
   /// "/devices/memory_bytes", "/steps", "/warmup_steps", "/optimizer", "/memory",
-  /// "/sharding/default") or under the table ("/tables"); empty when none.
+  /// "/sharding/default", "/dense/precision", ...) or under the table ("/tables"); empty when none.
   QString message_at(const QString& field) const;
   /// The estimated-memory table (rank, weights, optimizer state, dense, buffers, total, capacity).
   QTableWidget* memory_table() { return memory_table_; }
@@ -90,6 +90,7 @@ class WorkloadDesigner : public QWidget {
   QSpinBox *devices_, *memory_mib_, *batch_, *steps_, *warmup_;
   QComboBox *optimizer_, *allocator_, *default_sharding_, *backend_, *pipeline_;
   QComboBox *qcomms_, *qcomms_bwd_;  // /qcomms/forward_precision, /qcomms/backward_precision
+  QComboBox* dense_precision_;       // /dense/precision (disabled for a workload with "dense": null)
   QComboBox* hardware_;  // backend simulated: the hardware profile (engine cost/hardware_profile.h)
   QDoubleSpinBox* learning_rate_;
   // /network/intra_node and /network/inter_node: bandwidth (MB/s, 0 = unlimited), latency (us)
