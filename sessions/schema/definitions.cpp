@@ -260,8 +260,9 @@ const RecordTable<IdHistogramBucket>& id_histogram_table() {
        "row r falls in bucket floor(r * buckets / N) (model/id_buckets.h). Each id of the global batch is counted once, "
        "by the rank whose batch holds it, whatever the sharding. A run writes each rank's changed buckets with each "
        "step's records, in the same transaction (a killed or crashed run keeps the ids of exactly the steps it kept; "
-       "sessions of older Embedscope builds have buckets only where the run ended complete or cancelled); "
-       "empty buckets have no row."},
+       "sessions of older Embedscope builds, and lm_embedding sessions before 2026-12-06, have buckets only where the "
+       "run ended complete or cancelled); empty buckets have no row, except that an lm_embedding run's complete or "
+       "cancelled end writes every bucket of each counting rank, the empty ones with 0."},
       {field<&IdHistogramBucket::rank>("rank", "whose input batches were counted"),
        field<&IdHistogramBucket::table>("table_index", "index into `workload_json` tables"),
        field<&IdHistogramBucket::bucket>("bucket", "the bucket"),

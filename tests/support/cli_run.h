@@ -7,12 +7,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace embedscope::test_support {
@@ -100,6 +104,47 @@ inline StoppedRun stop_twice(const char* cli, const std::vector<std::string>& ar
   fclose(in);
   waitpid(child, &s.status, 0);
   return s;
+}
+
+/// How a run stopped by kill_when ended: its wait status (waitpid) and whether `ready` held
+/// before the SIGKILL (false: the time limit came first, or the run ended by itself).
+struct KilledRun {
+  int status = 0;
+  bool ready = false;
+};
+
+/// Runs `cli` with `args` (no shell; stdout and stderr to /dev/null) and sends it SIGKILL once
+/// `ready()` returns true (asked every 100 ms; an exception from it counts as false, e.g. a
+/// session file being created), or after `limit_ms` - a crash or `kill -9` without timing: the
+/// caller's `ready` reads what the run has recorded so far. Stops asking when the run exits by
+/// itself (then `status` is its own).
+inline KilledRun kill_when(const char* cli, const std::vector<std::string>& args, const std::function<bool()>& ready,
+                           int limit_ms = 60000) {
+  KilledRun k;
+  const pid_t child = fork();
+  if (child == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    std::vector<char*> argv{const_cast<char*>(cli)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(cli, argv.data());
+    _exit(127);
+  }
+  if (child < 0) return k;
+  for (int waited = 0; waited < limit_ms && !k.ready; waited += 100) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (waitpid(child, &k.status, WNOHANG) == child) return k;  // it ended by itself
+    try {
+      k.ready = ready();
+    } catch (const std::exception&) {
+      k.ready = false;
+    }
+  }
+  kill(child, SIGKILL);
+  waitpid(child, &k.status, 0);
+  return k;
 }
 
 }  // namespace embedscope::test_support

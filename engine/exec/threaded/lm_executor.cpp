@@ -94,6 +94,28 @@ struct LmExecutor::RankRun {
   int64_t requested = 0, peak_requested = 0;  // bytes asked for by live blocks (before rounding)
   uint64_t last_layout = 0;
   int64_t counters_step = INT64_MIN;  // the step of the last counters written
+  /// The token histogram's bucket totals in the session so far (empty: none yet).
+  std::vector<int64_t> histogram_written;
+
+  /// The buckets of `h` (LmRank::token_histogram: the rank's cumulative counts over the
+  /// id_buckets_of(V') buckets of `vp` rows) whose totals changed since the last call, as
+  /// session records of this rank holding the new totals; they become the written totals. What
+  /// each step hands to SessionWriter::add_step_records with its step row and load counter, so
+  /// that a killed run keeps the tokens of exactly the steps it kept (as the DLRM ranks since
+  /// fixe49; before, the histogram was written at the run's end only and a SIGKILLed LM run kept
+  /// none).
+  std::vector<sessions::IdHistogramBucket> histogram_changed(const std::vector<int64_t>& h, int64_t vp) {
+    std::vector<sessions::IdHistogramBucket> out;
+    histogram_written.resize(h.size(), 0);
+    for (size_t k = 0; k < h.size(); ++k) {
+      if (h[k] == histogram_written[k]) continue;
+      histogram_written[k] = h[k];
+      const auto b = static_cast<int64_t>(k);
+      out.push_back({rank, 0, static_cast<int32_t>(b), sessions::id_bucket_begin(vp, b),
+                     sessions::id_bucket_begin(vp, b + 1), h[k]});
+    }
+    return out;
+  }
 
   void record_counters(sessions::SessionWriter& w, const DeviceArena& arena, int64_t st) {
     w.add_memory_events(mem_events);
@@ -214,7 +236,6 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
         if (result.step_ns.size() <= i) result.step_ns.resize(i + 1, 0);
         result.step_ns[i] = std::max(result.step_ns[i], t1 - t0);
         if (w) {
-          w->add_step({st, r, t0, t1, sr.loss, arena.in_use(), arena.peak()});
           sessions::LoadCounter lc;
           lc.step = st;
           lc.rank = r;
@@ -226,7 +247,13 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
           lc.bytes_in = lb.bytes_in;
           lc.bytes_out = lb.bytes_out;
           lc.lookup_ns = lookup_ns;  // one shard a rank (tester47 F16: was 0, shown as balanced)
-          w->add_load(lc);
+          // the step row, its load counter and the histogram buckets its batch changed, in one
+          // transaction (a SIGKILLed run keeps the tokens of the steps it kept). vocab_parallel:
+          // every rank's batch is the group's one batch, so rank 0 alone counts it (tester43 F5)
+          std::vector<sessions::IdHistogramBucket> hist;
+          if (spec_.sharding != LmSharding::vocab_parallel || r == 0)
+            hist = rr.histogram_changed(model.token_histogram(), spec_.padded_vocab_size());
+          w->add_step_records({st, r, t0, t1, sr.loss, arena.in_use(), arena.peak()}, {lc}, hist);
           rr.record_counters(*w, arena, st);
           rr.record_snapshot(*w, arena, st, t1, "step", false);
         }
@@ -261,8 +288,11 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
     out.peak_allocated = arena.allocator().stats().peak_allocated;
     out.peak_requested = rr.peak_requested;
     arena.allocator().set_listener(nullptr);  // buffers freed after the run are not history
-    // vocab_parallel: every rank's histogram is the group's one batch: rank 0 writes it, so the
-    // session's id_histogram counts each token once (tester43 F5: 4 ranks gave 4x the tokens)
+    // The run's end (complete, or cancelled after a whole step): the rank's every bucket once
+    // more, the empty ones with 0, as LM sessions have always held them (the buckets with ids
+    // are the totals written with the last step: unchanged). vocab_parallel: every rank's
+    // histogram is the group's one batch: rank 0 writes it, so the session's id_histogram
+    // counts each token once (tester43 F5: 4 ranks gave 4x the tokens)
     if (w && (spec_.sharding != LmSharding::vocab_parallel || r == 0)) {
       std::vector<sessions::IdHistogramBucket> hist;
       const auto& h = model.token_histogram();
