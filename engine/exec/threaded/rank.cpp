@@ -410,7 +410,7 @@ void Rank::setup() {
       if (pg)
         pg->set_observer(&sh_.tracer.clock(), [this](sessions::CollectiveRecord&& r) {
           r.step = current_step_.load();
-          if (comm_fill_.load()) {  // the pipeline's fill: step -1 (rank.h)
+          if (comm_fill_.load() || fill_phase_live_.load()) {  // the pipeline's fill: step -1 (rank.h)
             r.step -= 1;
             fill_bytes_sent_ += r.bytes_sent;
             fill_bytes_received_ += r.bytes_received;
@@ -720,6 +720,7 @@ bool Rank::step(int64_t it) {
     b.seen_in = it;
     // a run without warm-up: the pipeline's fill goes to step -1 (rank.h fill_phase_)
     fill_phase_ = measured_ && it == 0 && pipeline_fill_phase(spec.pipeline, ph);
+    fill_phase_live_ = fill_phase_;
     for (int i = ph.first_op; i < ph.first_op + ph.num_ops; ++i) {
       const ProgramOp& op = pr.p.ops[static_cast<size_t>(i)];
       if (op.launched_by >= 0) continue;  // run by the op that launches it (the DDP buckets)
@@ -728,6 +729,7 @@ bool Rank::step(int64_t it) {
     flush_queued();
     if (ph.sync) settle(b);  // the compute worker waits for the phase's collectives
     fill_phase_ = false;
+    fill_phase_live_ = false;
     if (b.trained) inflight_.erase(bi);
   }
   current_ = nullptr;

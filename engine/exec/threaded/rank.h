@@ -548,9 +548,12 @@ class Rank final : public sharding::RankContext {
   // and start_batch 1) start the batches that a warm-up step would have started; their comm
   // spans and collective records go to step -1, so measured step 0 holds the collectives of a
   // steady step (semi_sync's step 0 held three batches' input dists and two output dists).
-  // fill_phase_: the compute worker runs such a phase; comm_fill_: the comm worker runs one of
-  // its jobs (the record observer reads it on that thread).
+  // fill_phase_: the compute worker runs such a phase (fill_phase_live_: the same, for the record
+  // observer: NCCL's records come when the work is waited for, on the compute worker too);
+  // comm_fill_: the comm worker runs one of its jobs (gloo and the intra-device communicator
+  // record on that thread).
   bool fill_phase_ = false;
+  std::atomic<bool> fill_phase_live_{false};
   std::atomic<bool> comm_fill_{false};
   std::atomic<int64_t> fill_bytes_sent_{0}, fill_bytes_received_{0};  // the fill's records' bytes
   IdHistogram id_histogram_{sh_.spec};  // ids over row buckets, measured steps

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/model/events.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
 
@@ -58,6 +59,8 @@ struct T50fRun {
   json run, stats;
   std::map<int64_t, std::map<std::string, int64_t>> sent;  // step -> collective name -> bytes sent (all ranks)
   std::map<int64_t, int64_t> step_sent;                    // step -> bytes sent (all ranks)
+  std::map<int64_t, int64_t> step_moved;                   // step -> records' bytes sent + received
+  std::map<int64_t, int64_t> span_moved;                   // step -> comm spans' bytes (sent + received)
 };
 
 T50fRun t50f_run(const std::string& pipeline, int warmup) {
@@ -76,7 +79,10 @@ T50fRun t50f_run(const std::string& pipeline, int warmup) {
   for (const auto& c : s.collectives()) {
     out.sent[c.step][c.name] += c.bytes_sent;
     out.step_sent[c.step] += c.bytes_sent;
+    out.step_moved[c.step] += c.bytes_sent + c.bytes_received;
   }
+  for (const auto& o : s.all_ops())
+    if (o.lane == static_cast<int32_t>(t50fs::Lane::comm) && o.step >= -1) out.span_moved[o.step] += o.bytes;
   return out;
 }
 
@@ -119,6 +125,8 @@ TEST(Trace50FillBytes, SemiSyncStepZeroHoldsOneSteadyStepsCollectives) {
   }
   EXPECT_EQ(ids, 6 * kT50fIds);
   EXPECT_EQ(output, 6 * kT50fOutput);
+  // the comm spans (the collectives table's bytes) went with their records: step by step the same
+  EXPECT_EQ(w0.span_moved, w0.step_moved);
   // a run with one warm-up step: its step 0 holds what this run's step 0 holds
   const T50fRun w1 = t50f_run("semi_sync", 1);
   EXPECT_EQ(w1.step_sent.at(0), w0.step_sent.at(0));
@@ -143,6 +151,7 @@ TEST(Trace50FillBytes, SparseDistStepZeroHoldsOneInputDist) {
     EXPECT_EQ(w0.step_sent.at(st), w0.step_sent.at(1)) << st;
   }
   EXPECT_EQ(w0.sent.at(5).count("input_dist/ids"), 0u);  // the last step starts no batch
+  EXPECT_EQ(w0.span_moved, w0.step_moved);
   const T50fRun w1 = t50f_run("sparse_dist", 1);
   EXPECT_EQ(w1.step_sent.at(0), w0.step_sent.at(0));
 }
