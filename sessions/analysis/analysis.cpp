@@ -3,6 +3,7 @@
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/wait_span.h"
 #include "embedscope/sessions/store/op_stream.h"
 
 #include <nlohmann/json.hpp>
@@ -82,6 +83,9 @@ namespace {
 // per-rank figures); the critical path walks every op.
 // `off_path` (name ids): spans the critical path does not walk (an imported trace's
 // record_function ranges, which enclose the ops that bounded the step: tester37 #16).
+// `partial_collectives`: a step without a window has its collectives in the per-collective times
+// (an engine run's step that did not end: where it hung); false for an imported trace, whose only
+// such step is the one a cut lost (its collectives are not in the measured steps' counts).
 // `windows` (step -> rank -> [start, end)): the step windows, as the step statistics read them.
 // The path of a step is walked through the step's ops of the ranks with a window in it, each
 // clipped to its rank's window, as the per-step figures (rank_step_times) clip them: so a step's
@@ -96,7 +100,7 @@ namespace {
 void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>&& grouped,
                            const std::function<bool(const OpRecord&)>& timed, const std::set<int32_t>& off_path,
                            const std::map<int64_t, std::map<int32_t, std::pair<int64_t, int64_t>>>& windows,
-                           int64_t first_drain, RunStats& st) {
+                           int64_t first_drain, bool partial_collectives, RunStats& st) {
   std::map<int64_t, std::vector<OpRecord>> ops_of_step;
   for (auto it = grouped.begin(); it != grouped.end(); it = grouped.erase(it)) {
     auto& v = ops_of_step[it->first.second];
@@ -151,8 +155,10 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
     if (!on_path.empty())
       ++entries[std::max_element(on_path.begin(), on_path.end(), [](auto& a, auto& b) { return a.second < b.second; })->first]
             .steps_bounded;
-    if (drain) {
-      // a drain step's collectives are not in the per-collective times either
+    if (drain || (partial && !in_totals && !partial_collectives)) {
+      // a drain step's collectives are not in the per-collective times either; nor those of an
+      // imported trace's step whose span the cut lost (import problem last_step_cut): they are
+      // listed per measured step
     } else if (timed) {
       std::vector<OpRecord> kept;  // the step's ops the collective times see
       kept.reserve(ops.size());
@@ -294,12 +300,17 @@ RunStats analyze(const SessionReader& session) {
       if (gpu_comm_ranks.count(o.rank)) return stream_lanes.count({o.rank, o.lane}) > 0;
       return !param_ranks.count(o.rank) || o.name_id == param_id;
     };
+  // An imported trace's Work::wait spans (model/wait_span.h): idle time, not communication; out
+  // of the step figures and the per-collective times (HTA counts only the collectives' kernels),
+  // whatever lane they are on. The critical path still walks them.
+  const auto wait_name = imported ? std::find(names.begin(), names.end(), kImportedWaitSpanName) : names.end();
+  const int32_t wait_id = wait_name == names.end() ? -1 : static_cast<int32_t>(wait_name - names.begin());
   std::vector<OpRecord> on_streams;  // a stream rank's ops of one step on its streams
   auto times_ops = [&](int32_t r, const std::vector<OpRecord>& ops) -> const std::vector<OpRecord>& {
-    if (!stream_ranks.count(r)) return ops;
+    if (!stream_ranks.count(r) && wait_id < 0) return ops;
     on_streams.clear();
     for (const auto& o : ops)
-      if (stream_lanes.count({o.rank, o.lane})) on_streams.push_back(o);
+      if ((!stream_ranks.count(r) || stream_lanes.count({o.rank, o.lane})) && o.name_id != wait_id) on_streams.push_back(o);
     return on_streams;
   };
   // an engine run's GPU rank (a cuda run): its host threads' figures too (an import's host spans
@@ -408,6 +419,7 @@ RunStats analyze(const SessionReader& session) {
     timed = [&](const OpRecord& o) { return stream_lanes.count({o.rank, o.lane}) == 0; };
   else if (is_collective || !stream_ranks.empty())
     timed = [&](const OpRecord& o) {
+      if (o.name_id >= 0 && o.name_id == wait_id) return false;  // a wait: no collective, no compute
       if (o.category == OpCategory::comm) return !is_collective || is_collective(o);
       return !stream_ranks.count(o.rank) || stream_lanes.count({o.rank, o.lane}) > 0;
     };
@@ -423,7 +435,7 @@ RunStats analyze(const SessionReader& session) {
         if (wanted.count(all_names[i])) annotation_ids.insert(static_cast<int32_t>(i));
     }
   }
-  critical_path_summary(collectives, std::move(grouped), timed, annotation_ids, windows, first_drain, st);
+  critical_path_summary(collectives, std::move(grouped), timed, annotation_ids, windows, first_drain, !imported, st);
   // An imported trace's world size is what the trace says; a rank with no trace in the
   // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.
   st.world_size = world;

@@ -129,19 +129,28 @@ std::string gpu_trace_loss_text(const SessionReader& session) {
 
 std::string trace_cut_text(const SessionReader& session, bool gpu_events_survived) {
   if (session.meta(meta::kImported) != "1") return "";
-  for (const auto& p : session.import_stats())
+  const auto problems = session.import_stats();
+  // the step whose span the cut lost, kept incomplete (kineto trace_builder.cpp: last_step_cut)
+  std::string lost_step;
+  for (const auto& p : problems)
+    if (p.name == "last_step_cut" && lost_step.empty())
+      lost_step = fmt::format("trace cut    {}{}\n", p.example,
+                              p.count > 1 ? fmt::format(" (and {} more rank{})", p.count - 1, p.count == 2 ? "" : "s")
+                                          : std::string());
+  for (const auto& p : problems)
     if ((p.name == "truncated" || p.name == "gzip_cut_short") && p.severity == "data_loss") {
       const std::string what = p.source.empty() ? std::string("the trace") : p.source;
       if (!gpu_events_survived)  // tester49 F1: no stream left, the figures fell back to the host threads
         return fmt::format(
-            "trace cut    {} was cut short (import problem {}, data_loss) and no GPU event survived the cut: "
-            "overlap and exposed communication fell back to host-thread level (the record_param_comms spans "
-            "against the host ops around them), not the GPU streams' figures of a whole trace\n",
-            what, p.name);
+                   "trace cut    {} was cut short (import problem {}, data_loss) and no GPU event survived the cut: "
+                   "overlap and exposed communication fell back to host-thread level (the record_param_comms spans "
+                   "against the host ops around them), not the GPU streams' figures of a whole trace\n",
+                   what, p.name) +
+               lost_step;
       return fmt::format(
           "trace cut    {} was cut short (import problem {}, data_loss): its events after the cut are missing, not "
           "idle; GPU busy, overlap and exposed communication count only the GPU work written before the cut\n",
-          what, p.name);
+          what, p.name) + lost_step;
     }
   return "";
 }

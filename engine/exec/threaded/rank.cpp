@@ -410,6 +410,11 @@ void Rank::setup() {
       if (pg)
         pg->set_observer(&sh_.tracer.clock(), [this](sessions::CollectiveRecord&& r) {
           r.step = current_step_.load();
+          if (comm_fill_.load() || fill_phase_live_.load()) {  // the pipeline's fill: step -1 (rank.h)
+            r.step -= 1;
+            fill_bytes_sent_ += r.bytes_sent;
+            fill_bytes_received_ += r.bytes_received;
+          }
 #if EMBEDSCOPE_WITH_CUDA
           if (!sh_.nccl_world.empty()) {
             std::lock_guard<std::mutex> lock(sh_.records_mu);
@@ -668,11 +673,28 @@ void Rank::main() {
     for (auto& [t, ls] : hot_replicas) read_back(ls);
   }
   summary.rank = me_;
-  summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]);
-  summary.bytes_received = bytes_received() - (counter_base_.empty() ? 0 : counter_base_[1]);
+  // the pipeline's fill is step -1's, as its records (rank.h fill_phase_): out of the measured bytes
+  summary.bytes_sent = bytes_sent() - (counter_base_.empty() ? 0 : counter_base_[0]) - fill_bytes_sent_.load();
+  summary.bytes_received = bytes_received() - (counter_base_.empty() ? 0 : counter_base_[1]) - fill_bytes_received_.load();
   summary.memory_bytes = arena_.peak();
   summary.allocator_ns = arena_.allocator_ns();
 }
+
+namespace {
+// The phases of a pipeline's schedule that only its first iteration runs (step_program.cpp
+// step_schedule: `if (iteration == 0)`): they start the batches the steady state starts in the
+// steps before (the pipeline's fill).
+bool pipeline_fill_phase(PipelineKind pipeline, const Phase& ph) {
+  switch (pipeline) {
+    case PipelineKind::base: return false;
+    case PipelineKind::sparse_dist: return ph.kind == PhaseKind::start_batch && ph.batch == 0;
+    case PipelineKind::semi_sync:
+      return (ph.kind == PhaseKind::start_batch && (ph.batch == 0 || ph.batch == 1)) ||
+             (ph.kind == PhaseKind::lookup && ph.batch == 0);
+  }
+  return false;
+}
+}  // namespace
 
 // The executor does not know the pipelines nor the sharding types: it walks the step's
 // schedule (program/step_program.h), each phase on the batch it names, and hands every op of
@@ -696,6 +718,9 @@ bool Rank::step(int64_t it) {
     // dist, or its lookup's output dist) is awaited before its first phase in this one
     if (b.seen_in >= 0 && b.seen_in != it) settle(b);
     b.seen_in = it;
+    // a run without warm-up: the pipeline's fill goes to step -1 (rank.h fill_phase_)
+    fill_phase_ = measured_ && it == 0 && pipeline_fill_phase(spec.pipeline, ph);
+    fill_phase_live_ = fill_phase_;
     for (int i = ph.first_op; i < ph.first_op + ph.num_ops; ++i) {
       const ProgramOp& op = pr.p.ops[static_cast<size_t>(i)];
       if (op.launched_by >= 0) continue;  // run by the op that launches it (the DDP buckets)
@@ -703,6 +728,8 @@ bool Rank::step(int64_t it) {
     }
     flush_queued();
     if (ph.sync) settle(b);  // the compute worker waits for the phase's collectives
+    fill_phase_ = false;
+    fill_phase_live_ = false;
     if (b.trained) inflight_.erase(bi);
   }
   current_ = nullptr;

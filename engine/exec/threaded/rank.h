@@ -377,7 +377,15 @@ class Rank final : public sharding::RankContext {
   }
   void comm(sharding::GroupKind g, const char* name, const std::function<void()>& fn) override {
     flush_queued();  // what was queued before runs before it
-    comm(group(g), name, step_, fn);
+    const bool fill = fill_phase_;
+    comm_->run([&] {
+      comm_fill_ = fill;
+      struct Reset {
+        std::atomic<bool>& f;
+        ~Reset() { f = false; }
+      } reset{comm_fill_};
+      on_comm_lane(group(g), name, fill ? step_ - 1 : step_, fn);
+    });
   }
   void queue(const ProgramOp& op, std::function<void()> fn) override;
   QuantError* forward_error() override { return &fwd_error_; }
@@ -535,6 +543,19 @@ class Rank final : public sharding::RankContext {
   // ids were two batches'. fill_lookup_: lookup(Inflight&) is running that lookup.
   std::map<std::pair<int, int>, sessions::LoadCounter> fill_load_;
   bool fill_lookup_ = false;
+  // Likewise its collectives (trace50): in a run without warm-up, the phases only iteration 0
+  // runs (rank.cpp pipeline_fill_phase: sparse_dist's start_batch 0, semi_sync's start_batch 0, lookup 0
+  // and start_batch 1) start the batches that a warm-up step would have started; their comm
+  // spans and collective records go to step -1, so measured step 0 holds the collectives of a
+  // steady step (semi_sync's step 0 held three batches' input dists and two output dists).
+  // fill_phase_: the compute worker runs such a phase (fill_phase_live_: the same, for the record
+  // observer: NCCL's records come when the work is waited for, on the compute worker too);
+  // comm_fill_: the comm worker runs one of its jobs (gloo and the intra-device communicator
+  // record on that thread).
+  bool fill_phase_ = false;
+  std::atomic<bool> fill_phase_live_{false};
+  std::atomic<bool> comm_fill_{false};
+  std::atomic<int64_t> fill_bytes_sent_{0}, fill_bytes_received_{0};  // the fill's records' bytes
   IdHistogram id_histogram_{sh_.spec};  // ids over row buckets, measured steps
   // the measured batches' ids not yet in the session, by batch iteration (a pipeline inputs a
   // batch a step ahead), and the totals written so far: each step end writes the buckets its

@@ -74,8 +74,14 @@ void Rank::flush_queued() {
   std::vector<int> ids;
   for (const auto& [id, fn] : pending_) ids.push_back(id);
   std::shared_future<void> done = comm_
-                                      ->submit([this, jobs = std::move(pending_), step = step_] {
-                                        comm_step_ = step;
+                                      ->submit([this, jobs = std::move(pending_),
+                                                step = fill_phase_ ? step_ - 1 : step_, fill = fill_phase_] {
+                                        comm_step_ = step;  // the pipeline's fill: step -1 (rank.h)
+                                        comm_fill_ = fill;
+                                        struct Reset {
+                                          std::atomic<bool>& f;
+                                          ~Reset() { f = false; }
+                                        } reset{comm_fill_};
                                         for (const auto& [id, fn] : jobs) fn();
                                       })
                                       .share();

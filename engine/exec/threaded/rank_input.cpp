@@ -98,7 +98,7 @@ void Rank::bucketize(Inflight& b, bool again) {
 std::function<void()> Rank::input_dist_job(Inflight& b, int part, bool again) {
   const int W = L_.world;
   const size_t nmine = L_.slots_to[static_cast<size_t>(me_)].size();
-  const int64_t step = step_;
+  const int64_t step = fill_phase_ ? step_ - 1 : step_;  // the pipeline's fill: step -1 (rank.h fill_phase_)
   switch (part) {
     case 0:
       return [this, &b, step, n = again ? "reshard_input_dist/splits" : "input_dist/splits"] {

@@ -553,6 +553,8 @@ RankTrace parse_trace_file(const std::string& path, Interner& names, ImportProbl
   const Framing f = frame_document(in.data(), in.size, [&ps](const Span& sp) { ps.event(sp); });
   for (const auto& [k, sp] : f.keys) ps.top_level(k, sp);
   ps.record_tallies();
+  tr.cut = f.truncated || !in.gzip_error.empty();
+  tr.last_before_cut = tr.cut ? static_cast<int64_t>(tr.events.size()) - 1 : -1;  // before the unfinished "B"s below
   if (f.truncated)
     problems.add("truncated", Severity::data_loss, {path, static_cast<int64_t>(f.truncated_at)},
                  fmt::format("the text ends at {} inside the trace (no closing ']' or '}}'): truncated after {} events",

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/importers/common/kernel_classes.h"
+#include "embedscope/sessions/model/wait_span.h"
 #include "importers/common/lane_checks.h"
 
 namespace embedscope::sessions::importers::kineto {
@@ -218,8 +219,28 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       rec.steps.push_back(m);
     }
     summary.events["steps"] += static_cast<int64_t>(steps.size());
+    // A trace cut inside its last surviving step's host ops on the steps' thread (tester49 F2's
+    // remark): the next step's span, written after them, was lost with the cut, while the other
+    // threads' events of that step (written before the steps' thread: the DDP reducer's
+    // all-reduces of nccl_data) survived. Those events lie in that step in the whole trace; they
+    // are kept as step N+1 (`lost`), a step without a window: incomplete, as a run's step that
+    // did not end, out of the step figures (import problem last_step_cut says so). A cut that
+    // fell after the last step's end on its thread lost no step span: the whole-trace rule.
+    struct LostStep {
+      int64_t number = -1;  // -1: none
+      int64_t from = 0;     // the last surviving step's end, trace clock ns
+      const Step* last = nullptr;
+    } lost;
+    if (tr.cut && !steps.empty() && tr.last_before_cut >= 0) {
+      const Step& last = steps.back();
+      const Event& at_cut = tr.events[static_cast<size_t>(tr.last_before_cut)];
+      const bool next_absent = std::none_of(steps.begin(), steps.end(), [&](const Step& s) { return s.number == last.number + 1; });
+      if (at_cut.kind == EventKind::cpu && at_cut.lane == last.lane && at_cut.ts >= last.ts && at_cut.ts < last.end && next_absent)
+        lost = {last.number + 1, last.end, &last};
+    }
     // HTA (hta/common/trace.py add_iteration): a host event belongs to the step s with
-    // s.ts <= ts < s.ts + s.dur; a GPU event to the step of its launch; else -1.
+    // s.ts <= ts < s.ts + s.dur; a GPU event to the step of its launch; else -1 (or the lost
+    // step's, above).
     auto step_of = [&](int64_t ts) -> int64_t {
       auto it = std::upper_bound(steps.begin(), steps.end(), ts, [](int64_t t, const Step& s) { return t < s.ts; });
       while (it != steps.begin()) {
@@ -227,7 +248,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
         if (ts < it->end) return it->number;
         break;
       }
-      return -1;
+      return lost.number >= 0 && ts >= lost.from ? lost.number : -1;
     };
     // --- launches by correlation, record_param_comms spans by lane
     std::unordered_map<uint64_t, uint32_t> launch;
@@ -310,6 +331,9 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
                          ? static_cast<OpCategory>(e.cat_category)
                                                                      : category(e.name, 2, nm);
         o.step = step_of(e.ts);
+        // Work::wait's span: stored under a name of its own, no communication (model/wait_span.h)
+        if (e.comm_param >= 0 && tr.comm_params[static_cast<size_t>(e.comm_param)].collective == "wait")
+          o.name = kImportedWaitSpanName;
         ++(e.unfinished                          ? unfinished
            : e.kind == EventKind::runtime          ? runtime_calls
            : e.kind == EventKind::gpu_annotation ? gpu_annotations
@@ -422,6 +446,18 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       }
       rec.collectives.push_back(r);
       ++summary.events["collectives"];
+    }
+    if (lost.number >= 0) {
+      int64_t events_kept = 0, colls_kept = 0;
+      for (const OpEvent& o : ops) events_kept += o.step == lost.number ? 1 : 0;
+      for (const CollectiveRecord& c : rec.collectives) colls_kept += c.step == lost.number ? 1 : 0;
+      if (events_kept > 0)
+        problems.add("last_step_cut", Severity::data_loss, {tr.file, -1},
+                     fmt::format("rank {}: the cut fell inside ProfilerStep#{} on its thread, so ProfilerStep#{}'s span "
+                                 "was lost: the {} event{} after step {}'s end ({} collective{}) are kept as step {}, "
+                                 "incomplete and out of the step figures",
+                                 rank, lost.last->number, lost.number, events_kept, events_kept == 1 ? "" : "s",
+                                 lost.last->number, colls_kept, colls_kept == 1 ? "" : "s", lost.number));
     }
     // --- partially overlapping spans on one lane (kept; busy time is their union)
     sort_and_check_overlaps(ops, problems, tr.file);

@@ -98,6 +98,14 @@ struct RankTrace {
   std::vector<Event> events;
   std::vector<CommParams> comm_params;
   std::vector<Step> steps;
+  /// The file was cut short (import problem truncated or gzip_cut_short), and the index into
+  /// `events` of the last event it held before the cut, in file order (-1: none). A thread's host
+  /// ops are written in start order, its ProfilerStep span before the ops inside it, so a cut
+  /// that falls among the ops of the last surviving step on the steps' thread may have lost the
+  /// next step's span (trace_builder.cpp: the lost step). Not set for the ranks of an Embedscope
+  /// export split by process (rank_processes.h).
+  bool cut = false;
+  int64_t last_before_cut = -1;
   /// names (Interner ids) of the host spans of cat user_annotation (record_function ranges,
   /// "## forward ##"): they enclose ops and stay off the critical path (tester37 #16)
   std::set<uint32_t> annotation_names;

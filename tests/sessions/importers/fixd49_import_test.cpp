@@ -152,10 +152,12 @@ TEST(Fixd49Import, AWaitSpanIsNoCollectiveAndBytesSplitSentAndReceived) {
       << s.out;
   const std::string header = d49_collectives_line(s.out, "  name");
   EXPECT_NE(header.find("bytes sent bytes received"), std::string::npos) << header;
-  // record_param_comms: 8000 B sent over 2 steps -> 3.9 KiB a step each way; its 3 spans (the
-  // wait's too: host time in communication, 0 B) over 2 steps -> 1.5 a step
+  // record_param_comms: 8000 B sent over 2 steps -> 3.9 KiB a step each way; its 2 spans over 2
+  // steps -> 1.0 a step (the wait's span, "record_param_comms (wait)", is idle time, no
+  // communication: trace50; it counted here as 1.5 a step)
   const std::string row = d49_collectives_line(s.out, "  record_param_comms");
-  EXPECT_NE(row.find("    1.5      3.9 KiB        3.9 KiB"), std::string::npos) << s.out;
+  EXPECT_NE(row.find("    1.0      3.9 KiB        3.9 KiB"), std::string::npos) << s.out;
+  EXPECT_EQ(d49_collectives_line(s.out, "  record_param_comms (wait)"), "") << s.out;
 }
 
 // F1 + F2 on the real trace as tester49 cut it (its first 3,000,000 bytes: no GPU event left).
@@ -176,7 +178,11 @@ TEST(Fixd49Import, ARealTraceCutBeforeItsGpuEventsSaysItsFiguresAreHostThreadLev
   // the Summary page and compare print gpu_run_text: the same line
   const d49ss::SessionReader r((d49_scratch() / "cut.db").string());
   const std::string lines = d49ss::gpu_run_text(r, d49ss::analyze(r));
-  EXPECT_EQ(lines, "trace cut    nccl_cut.json" + kD49HostLevel + "\n");
+  // and a second line: the cut lost ProfilerStep#6's span (trace50)
+  EXPECT_EQ(lines, "trace cut    nccl_cut.json" + kD49HostLevel +
+                       "\ntrace cut    rank 0: the cut fell inside ProfilerStep#5 on its thread, so ProfilerStep#6's "
+                       "span was lost: the 2400 events after step 5's end (5 collectives) are kept as step 6, "
+                       "incomplete and out of the step figures\n");
   // F2: 15 all-reduces and 4 broadcasts, no `wait` (there were 4: 23 in all)
   std::map<std::string, int> ops;
   for (const auto& c : r.collectives()) ++ops[c.op];
