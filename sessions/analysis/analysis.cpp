@@ -212,7 +212,8 @@ RunStats analyze(const SessionReader& session) {
   // step windows
   std::map<int64_t, std::map<int32_t, std::pair<int64_t, int64_t>>> windows;
   std::map<int64_t, double> loss;
-  for (const auto& s : session.steps()) {
+  const std::vector<StepMetric> step_rows = session.steps();
+  for (const auto& s : step_rows) {
     if (s.step < 0) continue;
     windows[s.step][s.rank] = {s.start_ns, s.end_ns};
     loss[s.step] = s.loss;
@@ -236,7 +237,15 @@ RunStats analyze(const SessionReader& session) {
       if (w.is_object() && w.contains("pipeline") && w["pipeline"].is_string()) st.pipeline = w["pipeline"].get<std::string>();
     }
   }
-  SteadySteps steady = steady_state_steps(std::move(step_times), pipeline_drain_steps(st.pipeline));
+  // only the drain steps the run reached (retest49 R2: a killed run's last steps drained nothing)
+  int64_t planned_steps = 0;
+  {
+    const auto w = nlohmann::json::parse(session.meta(meta::kWorkloadJson), nullptr, false);
+    if (w.is_object() && w.contains("steps") && w["steps"].is_number_integer()) planned_steps = w["steps"].get<int64_t>();
+  }
+  const int64_t drain_run =
+      drain_steps_run(st.pipeline, st.ended, planned_steps, windows.empty() ? -1 : std::prev(windows.end())->first);
+  SteadySteps steady = steady_state_steps(std::move(step_times), drain_run);
   st.drain_steps = steady.drain_left_out;
   st.all_drain = steady.all_drain;
   // the first drain step; past the last step when none is left out
@@ -360,25 +369,10 @@ RunStats analyze(const SessionReader& session) {
   // so counting the drain steps made a semi_sync session's ids and bytes look 3.7-17 % lower.
   // Ranks holding different steps (a killed rank of a merged launch: tester49 F14): the
   // imbalance over the steps every rank holds, each rank's own figures over its own steps.
-  if (session.meta(meta::kImported, "0") != "1") {
-    std::map<int32_t, RunStats::RankStepCount> held;
-    for (const auto& [step, per_rank] : windows)
-      for (const auto& [r, w] : per_rank) {
-        auto& h = held[r];
-        h.rank = r;
-        ++h.steps;
-        h.last_step = std::max(h.last_step, step);
-      }
-    bool differ = false;
-    for (const auto& [r, h] : held)
-      differ = differ || h.steps != held.begin()->second.steps || h.last_step != held.begin()->second.last_step;
-    if (held.size() > 1 && differ) {
-      st.common_last_step = std::numeric_limits<int64_t>::max();
-      for (const auto& [r, h] : held) {
-        st.rank_step_counts.push_back(h);
-        st.common_last_step = std::min(st.common_last_step, h.last_step);
-      }
-    }
+  if (session.meta(meta::kImported, "0") != "1") {  // counted_steps.h: rebalance's window follows the same rule
+    HeldSteps held = held_steps(step_rows);
+    st.rank_step_counts = std::move(held.ranks);
+    st.common_last_step = held.common_last_step;
   }
   std::map<int32_t, std::pair<double, double>> common_load;  // by rank: ids, lookup ns through common_last_step
   for (const auto& c : session.load()) {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <numeric>
 #include <stdexcept>
 
@@ -53,6 +55,25 @@ SteadySteps steady_state_steps(std::vector<int64_t> step_times, int64_t drain) {
   step_times.resize(static_cast<size_t>(n - s.drain_left_out));
   s.counted = std::move(step_times);
   return s;
+}
+
+HeldSteps held_steps(const std::vector<StepMetric>& step_rows) {
+  std::map<int32_t, std::map<int64_t, bool>> by_rank;  // rank -> its measured steps
+  for (const auto& s : step_rows)
+    if (s.step >= 0) by_rank[s.rank][s.step] = true;
+  HeldSteps out;
+  if (by_rank.size() < 2) return out;
+  bool differ = false;
+  const auto& first = by_rank.begin()->second;
+  for (const auto& [r, steps] : by_rank)
+    differ = differ || steps.size() != first.size() || steps.rbegin()->first != first.rbegin()->first;
+  if (!differ) return out;
+  out.common_last_step = std::numeric_limits<int64_t>::max();
+  for (const auto& [r, steps] : by_rank) {
+    out.ranks.push_back({r, static_cast<int64_t>(steps.size()), steps.rbegin()->first});
+    out.common_last_step = std::min(out.common_last_step, steps.rbegin()->first);
+  }
+  return out;
 }
 
 std::string drain_steps_text(std::string_view pipeline, int64_t steps, int64_t drain_left_out, bool all_drain) {

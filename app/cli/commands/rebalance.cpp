@@ -31,6 +31,7 @@
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/sessions/analysis/analysis.h"  // rank_list
 #include "embedscope/sessions/analysis/load_imbalance.h"  // recorded_max_over_mean: stats' rule
 #include "embedscope/sessions/analysis/rank_session.h"
 #include "embedscope/sessions/analysis/noise.h"
@@ -233,21 +234,29 @@ int cmd_rebalance(const RebalanceState& s) {
   int64_t last = -1;
   for (const auto& c : counters) last = std::max(last, c.step);
   if (last < 0) throw es::SpecError(fmt::format("{}: no load counters of a measured step", s.file));
-  // The window's steps are the ones `stats` counts (tester49 N2; sessions/analysis/stats.h
+  // The window's steps are the ones `stats` counts (tester49 N2; sessions/analysis/counted_steps.h
   // counted_step_range, RunStats::counted_steps): a pipeline's drain steps at the end are left
   // out whether they look anything up or not (sparse_dist's drain step looks up its batch, which
   // rebalance counted and stats did not; semi_sync's last looks up nothing: tester48 F12's 1.00
-  // of no load), said in a window line.
+  // of no load), said in a window line - only the drain steps the run reached (retest49 R2: a
+  // killed run drained nothing). Ranks holding different steps (a killed rank of a merged
+  // launch): the window ends at the last step every rank holds, as stats' imbalance does
+  // (counted_steps.h held_steps; retest49 R1: the killed rank's load was 2 steps short).
   int64_t session_last = last;  // the last measured step
+  const std::vector<ss::StepMetric> step_rows = session.steps();
+  const ss::HeldSteps held = ss::held_steps(step_rows);
   {
     std::set<int64_t> measured_steps;  // the steps table's measured steps, as stats reads them
-    for (const auto& m : session.steps())
+    for (const auto& m : step_rows)
       if (m.step >= 0) measured_steps.insert(m.step);
     const int64_t n = measured_steps.empty() ? last + 1 : static_cast<int64_t>(measured_steps.size());
     if (!measured_steps.empty()) session_last = std::max(last, *measured_steps.rbegin());
-    const ss::CountedStepRange counted = ss::counted_step_range(es::to_string(spec.pipeline), n, session_last);
+    const ss::CountedStepRange counted =
+        ss::counted_step_range(es::to_string(spec.pipeline), session.status(), spec.steps, n, session_last);
     if (counted.drain_left_out > 0) last = std::min(last, counted.last);
   }
+  const int64_t drain_last = last;  // the window's end before the ranks' common steps
+  if (!held.ranks.empty()) last = std::min(last, held.common_last_step);
   int64_t window = s.window;
   if (window == 0) window = spec.rebalance.trigger == es::RebalanceTrigger::when    ? spec.rebalance.window
                             : spec.rebalance.trigger == es::RebalanceTrigger::every ? spec.rebalance.every
@@ -268,10 +277,24 @@ int cmd_rebalance(const RebalanceState& s) {
   // window must not span a move - it starts at the last one inside it - and is charged to the
   // plan in force over it (the starting plan with the plan_changes up to the window's first step)
   const std::string drain_note =
-      last >= session_last ? ""
-                           : fmt::format("steps {}..{} drain the {} pipeline: left out, as stats leaves them out of its "
-                                         "counts (the window ends at step {}, the last counted step)",
-                                         last + 1, session_last, es::to_string(spec.pipeline), last);
+      drain_last >= session_last ? ""
+                                 : fmt::format("steps {}..{} drain the {} pipeline: left out, as stats leaves them out of its "
+                                               "counts (the window ends at step {}, the last counted step)",
+                                               drain_last + 1, session_last, es::to_string(spec.pipeline), drain_last);
+  // retest49 R1: the ranks hold different steps - said, with the steps each holds, as stats says it
+  std::string ranks_note;
+  if (!held.ranks.empty() && last < drain_last) {
+    std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>> groups;  // (last step, steps) -> ranks, fewest first
+    for (const auto& h : held.ranks) groups[{h.last_step, h.steps}].push_back(h.rank);
+    std::string each;
+    for (const auto& [key, rs] : groups)
+      each += fmt::format("{}rank{} {} {} step{} (through step {})", each.empty() ? "" : "; ", rs.size() == 1 ? "" : "s",
+                          ss::rank_list(rs), key.second, key.second == 1 ? "" : "s", key.first);
+    ranks_note = fmt::format("the ranks hold different steps (a rank stopped early; a killed process loses the steps it "
+                             "had not committed): {}. The window ends at step {}, the last step every rank holds, as "
+                             "stats' imbalance does",
+                             each, last);
+  }
   const std::vector<ss::PlanChangeRecord> changes = session.plan_changes();
   int64_t first = asked_first;
   for (const auto& c : changes)
@@ -421,6 +444,7 @@ int cmd_rebalance(const RebalanceState& s) {
               {"window_note", window_note},
               {"window_cut_note", cut_note},
               {"window_drain_note", drain_note},
+              {"window_ranks_note", ranks_note},
               {"last_step", last},
               {"balance", by_time ? "lookup_time" : "ids"},
               {"load_before", p.load_before},
@@ -480,6 +504,7 @@ int cmd_rebalance(const RebalanceState& s) {
                            by_time ? "lookup time" : "ids looked up", first, last, steps, policy_text(spec.rebalance), unit);
   std::cout << fmt::format("plan         {}\n", plan_note);
   if (!drain_note.empty()) std::cout << fmt::format("window       {}\n", drain_note);
+  if (!ranks_note.empty()) std::cout << fmt::format("window       {}\n", ranks_note);
   if (!cut_note.empty()) std::cout << fmt::format("window       {}\n", cut_note);
   if (!window_note.empty()) std::cout << fmt::format("window       {}\n", window_note);
   if (by_time) {

@@ -29,6 +29,7 @@
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/planner/storage_fallback.h"
+#include "embedscope/sessions/analysis/counted_steps.h"  // drain_steps_run
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // format_rate
@@ -227,9 +228,11 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     return 0;
   }
   // the pipeline's drain steps (its last 1-2: no next batch to start) stay recorded but are not
-  // counted, as stats counts them (tester46 F21)
+  // counted, as stats counts them (tester46 F21); a run cancelled before them drained nothing
+  // (counted_steps.h drain_steps_run; retest49 R2)
   const auto steady = embedscope::sessions::steady_state_steps(
-      r.step_time_ns, embedscope::sessions::pipeline_drain_steps(es::to_string(spec.pipeline)));
+      r.step_time_ns, embedscope::sessions::drain_steps_run(es::to_string(spec.pipeline), es::to_string(r.ended), spec.steps,
+                                                            static_cast<int64_t>(r.step_time_ns.size()) - 1));
   const auto d = embedscope::sessions::summarize(steady.counted);
   const double sps = d.mean > 0 ? static_cast<double>(r.samples_per_step) / (d.mean * 1e-9) : 0.0;
   int64_t invalid = 0;

@@ -51,6 +51,29 @@ InputFigures input_figures(const sessions::SessionReader& session) {
     out.unavailable = fmt::format("the session's workload no longer parses: {}", e.what());
     return out;
   }
+  // A run that did not end complete (killed, crashed, cancelled, write_failed, still running)
+  // trained only the measured steps its session holds: their batches are counted, not the
+  // planned steps' (retest49 R6: a killed run's page counted 1775 batches of its 3000 planned
+  // steps, 1083 of them never trained on). A complete run trained every planned step.
+  const std::string ended = session.status();
+  const int64_t planned_steps = spec.steps;
+  int64_t held_steps = -1;  // the measured steps the session holds, where fewer than planned
+  if (ended != "complete") {
+    int64_t last = -1;
+    for (const auto& st : session.steps()) last = std::max(last, st.step);
+    for (const auto& c : session.load()) last = std::max(last, c.step);
+    if (last + 1 < spec.steps) held_steps = last + 1;
+  }
+  const std::string end_text =
+      ended == "running" ? std::string("the run is still running")
+                         : fmt::format("the run ended {}", ended.empty() ? std::string("without an end record") : ended);
+  if (held_steps == 0) {  // the 0-step case of tester49 F15 (the load view says it before asking)
+    out.unavailable = fmt::format("no measured step ({} before its first measured step): no batch of the workload's "
+                                  "input was trained on",
+                                  end_text);
+    return out;
+  }
+  if (held_steps > 0) spec.steps = held_steps;
   try {
     // at most about kInputFigureIds ids: the first batches of a large run; the measured steps'
     // batches only: the window of the heatmaps and row histogram beside it
@@ -64,10 +87,14 @@ InputFigures input_figures(const sessions::SessionReader& session) {
       spec.input.kind == engine::InputKind::synthetic
           ? fmt::format("synthetic input (seed {}), regenerated", spec.seed)
           : fmt::format("{} {}, re-read", engine::enum_name(spec.input.kind), fmt::join(spec.input.paths, ", "));
+  // the steps the session holds, where fewer than planned (R6)
+  const std::string held =
+      held_steps > 0 ? fmt::format(" the session holds ({}; {} were planned)", end_text, planned_steps)
+                     : std::string();
   const std::string counted =
-      (in.batches == in.run_batches ? fmt::format("the {} batches of the {} measured steps", in.batches, spec.steps)
-                                    : fmt::format("the first {} of the {} batches of the {} measured steps", in.batches,
-                                                  in.run_batches, spec.steps)) +
+      (in.batches == in.run_batches ? fmt::format("the {} batches of the {} measured steps{}", in.batches, spec.steps, held)
+                                    : fmt::format("the first {} of the {} batches of the {} measured steps{}", in.batches,
+                                                  in.run_batches, spec.steps, held)) +
       (spec.warmup_steps == 1   ? std::string(" (the warm-up step's left out, as above)")
        : spec.warmup_steps > 1 ? fmt::format(" (the {} warm-up steps' left out, as above)", spec.warmup_steps)
                                : std::string());

@@ -24,7 +24,11 @@ struct InputFigures {
   /// Where the figures come from, for the view's caption, e.g. "synthetic input (seed 1),
   /// regenerated: the 80 batches of the 20 measured steps (the 2 warm-up steps' left out, as
   /// above), 40960 samples" or "criteo_tsv /data/day_0.gz, re-read: ...". The measured steps
-  /// only: the window of the session's load counters and row histogram (tester41 #24).
+  /// only: the window of the session's load counters and row histogram (tester41 #24). A run that
+  /// did not end complete (killed, crashed, cancelled, write_failed, still running) counts the
+  /// batches of the measured steps its session holds, not its planned steps': "... the 692
+  /// batches of the 346 measured steps the session holds (the run ended crashed; 3000 were
+  /// planned) ..." (retest49 R6).
   std::string source;
   engine::InputInspection inspection;
 };
@@ -47,7 +51,8 @@ int64_t expected_ids_per_batch(const engine::WorkloadSpec& spec);
 int64_t input_figure_batches(const engine::WorkloadSpec& spec);
 
 /// The input figures of `session` (see the top of this file). Never throws for a session whose
-/// workload is missing, unreadable or whose files are gone: `unavailable` says why. Costs what
+/// workload is missing, unreadable or whose files are gone, or that holds no measured step of a
+/// run that did not end complete: `unavailable` says why. Costs what
 /// `inspect-input` costs for the input_figure_batches(spec) first measured batches: they are
 /// generated or read again.
 InputFigures input_figures(const sessions::SessionReader& session);

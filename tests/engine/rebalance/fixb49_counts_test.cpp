@@ -158,13 +158,13 @@ TEST(Fixb49HotRowCounts, EveryIdIsCountedOnceOnTheRankThatServedIt) {
 
 // The rule itself (counted_steps.h): the measured steps the counts cover.
 TEST(Fixb49CountedSteps, DrainStepsLeftOutOnlyBeyondTheDrain) {
-  EXPECT_EQ(ss::counted_step_range("semi_sync", 6, 5).last, 3);
-  EXPECT_EQ(ss::counted_step_range("semi_sync", 6, 5).drain_left_out, 2);
-  EXPECT_EQ(ss::counted_step_range("semi_sync", 2, 1).last, 1);  // every step drains: all counted
-  EXPECT_EQ(ss::counted_step_range("semi_sync", 2, 1).drain_left_out, 0);
-  EXPECT_EQ(ss::counted_step_range("sparse_dist", 4, 3).last, 2);
-  EXPECT_EQ(ss::counted_step_range("base", 6, 5).last, 5);
-  EXPECT_EQ(ss::counted_step_range("base", 0, -1).last, -1);
+  EXPECT_EQ(ss::counted_step_range("semi_sync", "complete", 6, 6, 5).last, 3);
+  EXPECT_EQ(ss::counted_step_range("semi_sync", "complete", 6, 6, 5).drain_left_out, 2);
+  EXPECT_EQ(ss::counted_step_range("semi_sync", "complete", 2, 2, 1).last, 1);  // every step drains: all counted
+  EXPECT_EQ(ss::counted_step_range("semi_sync", "complete", 2, 2, 1).drain_left_out, 0);
+  EXPECT_EQ(ss::counted_step_range("sparse_dist", "complete", 4, 4, 3).last, 2);
+  EXPECT_EQ(ss::counted_step_range("base", "complete", 6, 6, 5).last, 5);
+  EXPECT_EQ(ss::counted_step_range("base", "complete", 6, 0, -1).last, -1);
 }
 
 // tester49 N2: `rebalance` read a sparse_dist session's drain step (it looks up its batch) and

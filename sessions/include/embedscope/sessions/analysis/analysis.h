@@ -18,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "embedscope/sessions/analysis/counted_steps.h"
 #include "embedscope/sessions/analysis/critical_path.h"
 #include "embedscope/sessions/model/events.h"
 #include "embedscope/sessions/store/session.h"
@@ -102,6 +103,9 @@ struct RunStats {
   /// The counts (the ranks' ids looked up, lookup time, bytes sent and received) leave them out
   /// too (tester48 F4: the warm-up holds the pipeline's extra lookups and dists, the drain steps
   /// miss them). all_drain: every measured step drains it, so all are counted.
+  /// Only the drain steps the run reached count as such (counted_steps.h drain_steps_run): a
+  /// complete run's last ones; a run cancelled, killed, crashed or stopped before its planned
+  /// last steps drained nothing, and its last steps are ordinary steps (retest49 R2).
   std::string pipeline;
   int64_t drain_steps = 0;
   bool all_drain = false;
@@ -142,18 +146,15 @@ struct RunStats {
   std::vector<CriticalPathEntry> critical_path;  ///< by op name over all steps, most time first
   int64_t critical_path_ns = 0;                  ///< total length of the steps' critical paths
   std::vector<CollectiveTimes> collectives;      ///< per collective name, most exposed first
-  /// One rank's measured steps (rank_step_counts).
-  struct RankStepCount {
-    int32_t rank = 0;
-    int64_t steps = 0;       ///< measured steps with a window of the rank
-    int64_t last_step = -1;  ///< its last one
-  };
+  /// One rank's measured steps (rank_step_counts; counted_steps.h).
+  using RankStepCount = sessions::RankStepCount;
   /// Set only where the ranks of a run hold different measured steps (a merged launch whose
   /// rank was killed: the killed process lost its last uncommitted steps, its peers went on a
   /// little; tester49 F14): every traced rank's steps, rank order, and the last step every rank
   /// holds (common_last_step). lookups_max_over_mean and lookup_time_max_over_mean are then over
   /// the steps through common_last_step (the same steps for every rank), while each rank's own
   /// figures (RankStats) sum the steps it holds, and per-step figures divide by counted_steps().
+  /// The rule is counted_steps.h held_steps, which `rebalance`'s window follows (retest49 R1).
   std::vector<RankStepCount> rank_step_counts;
   int64_t common_last_step = -1;
 };
