@@ -11,6 +11,7 @@
 // a case in make_executor; nothing else in the engine changes. Internal to the engine.
 
 #include <memory>
+#include <string>
 
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/profiler/cpu/tracer.h"
@@ -45,6 +46,18 @@ class Executor {
 /// and `options` must outlive it. Throws std::logic_error for cuda in a build without CUDA
 /// (with_resolved_backend refuses that earlier, with a SpecError).
 std::unique_ptr<Executor> make_executor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options);
+
+/// Closes a run's `session` with `ended` and `error` (SessionWriter::close), the same for every
+/// run (run_training, run_lm, simulate_lm). Where a write of the run failed (a full disk, an I/O
+/// error: SessionWriter::write_failure) it sets `ended` to RunEnd::write_failed and `error` to
+/// the failure and what the session kept, e.g. "PATH: database or disk is full (No space left on
+/// device); the session keeps 12 steps (through step 11), every commit before the failure, whole,
+/// and ends write_failed" ("...; the session keeps no step, and ends write_failed" without a step
+/// row; "...; nothing was recorded, and the half-created file was removed" when no commit
+/// succeeded) (tester49 F3). Returns false when nothing was recorded (the file is gone: the run
+/// has no session), true otherwise. Throws sessions::SessionError for a failure of close that
+/// is not a failed write of the run.
+bool close_run_session(sessions::SessionWriter& session, RunEnd& ended, std::string& error);
 
 /// `name` as a string that lives as long as the process, for sessions::OpEvent::name (a const
 /// char* read by the session writer and in RunResult::events after the executor is gone). The

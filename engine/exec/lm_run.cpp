@@ -4,6 +4,7 @@
 #include "embedscope/engine/exec/lm_run.h"
 
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
+#include "exec/executor.h"
 #include "exec/threaded/lm_executor.h"
 
 namespace embedscope::engine {
@@ -72,11 +74,19 @@ LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options) {
   try {
     executor.run(writer.get(), result);
   } catch (const std::exception& e) {  // the ranks could not be set up: the session says so
-    if (writer) writer->close(to_string(RunEnd::crashed), e.what());
+    try {
+      if (writer) writer->close(to_string(RunEnd::crashed), e.what());
+    } catch (const sessions::SessionError&) {  // a full disk too: the run's own error is the one to report
+    }
     throw;
   }
-  if (writer) writer->close(to_string(result.ended), result.error);
-  if (result.ended != RunEnd::complete && result.ended != RunEnd::cancelled) throw std::runtime_error(result.error);
+  // a write that failed (a full disk): every rank stopped at the end of the step in which it
+  // learnt of it (lm_executor.cpp), or the last commit failed; the run ends write_failed and says
+  // what the session kept, as a DLRM run (tester49 F3)
+  std::string session_path = writer ? options.session_path : std::string();
+  if (writer && !exec::close_run_session(*writer, result.ended, result.error)) session_path.clear();
+  if (result.ended != RunEnd::complete && result.ended != RunEnd::cancelled)
+    throw LmRunError(result.ended, result.error, session_path);
   return result;
 }
 

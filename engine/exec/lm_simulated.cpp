@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -66,6 +67,12 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
       result.ended = RunEnd::cancelled;
       break;
     }
+    // a session that can no longer be written (a full disk): stop after the step in which the
+    // writer learnt of it, as run_lm and a DLRM run do; the close below says what was kept
+    if (st > 0 && writer && writer->write_failed()) {
+      result.ended = RunEnd::write_failed;  // the session's end message: "the run stopped there"
+      break;
+    }
     const int64_t t0 = st * sim.step_ns;
     result.step_ns.push_back(sim.step_ns);
     for (int r = 0; r < p; ++r) {
@@ -120,7 +127,6 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
       if (writer) {
         // the estimate's replay of the rank's caching allocator (planner/lm_memory_estimate.h)
         const int64_t bytes = memory[ri].peak_allocated_bytes, reserved = memory[ri].peak_reserved_bytes;
-        writer->add_step({st, r, t0, t0 + sim.step_ns, 0.0, bytes, bytes});
         sessions::MemoryCounter m;
         m.step = st;
         m.rank = r;
@@ -139,7 +145,10 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
         const LmLookupBytes lb = lm_lookup_bytes(spec, lc.ids);
         lc.bytes_in = lb.bytes_in;
         lc.bytes_out = lb.bytes_out;
-        writer->add_load(lc);
+        // the step row and its load counter in one transaction (add_step_records), as the
+        // measured run's ranks write theirs; no token histogram: nothing draws a token here (the
+        // simulated DLRM run writes no id histogram either)
+        writer->add_step_records({st, r, t0, t0 + sim.step_ns, 0.0, bytes, bytes}, {lc}, {});
         writer->add_ops(events);
       }
       result.ops.insert(result.ops.end(), events.begin(), events.end());
@@ -150,7 +159,12 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
     result.ranks[static_cast<size_t>(r)].peak_allocated = memory[static_cast<size_t>(r)].peak_allocated_bytes;
   }
   result.wall_ns = static_cast<int64_t>(result.step_ns.size()) * sim.step_ns;
-  if (writer) writer->close(to_string(result.ended));
+  if (writer) {
+    std::string error;
+    const bool kept = exec::close_run_session(*writer, result.ended, error);
+    if (result.ended == RunEnd::write_failed)  // a full disk (tester49 F3): as run_lm says it
+      throw LmRunError(result.ended, error, kept ? options.session_path : std::string());
+  }
   return result;
 }
 

@@ -348,29 +348,36 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
     }
   }
   if (session) {
-    try {
-      session->close(to_string(result.ended), result.error);
-    } catch (const sessions::SessionError&) {
-      // a write failed (a full disk): the run stopped at the end of the step that learnt of it
-      // (or the last commit failed); say what the session kept (tester49 F3)
-      const auto f = session->write_failure();
-      if (!f) throw;
-      result.ended = RunEnd::write_failed;
-      result.bad_input = false;
-      if (f->commits == 0) {
-        result.error = f->error + "; nothing was recorded, and the half-created file was removed";
-        result.session_path.clear();
-      } else {
-        result.error = f->steps_kept > 0
-                           ? fmt::format("{}; the session keeps {} step{} (through step {}), every commit before the "
-                                         "failure, whole, and ends write_failed",
-                                         f->error, f->steps_kept, f->steps_kept == 1 ? "" : "s", f->last_step_kept)
-                           : f->error + "; the session keeps no step, and ends write_failed";
-      }
-    }
+    // a write that failed (a full disk): the run stopped at the end of the step that learnt of
+    // it (or the last commit failed); the result says what the session kept (tester49 F3)
+    if (!exec::close_run_session(*session, result.ended, result.error)) result.session_path.clear();
+    if (result.ended == RunEnd::write_failed) result.bad_input = false;
   }
   return result;
 }
 
+
+namespace exec {
+
+bool close_run_session(sessions::SessionWriter& session, RunEnd& ended, std::string& error) {
+  try {
+    session.close(to_string(ended), error);
+  } catch (const sessions::SessionError&) {
+    const auto f = session.write_failure();
+    if (!f) throw;
+    ended = RunEnd::write_failed;
+    if (f->commits == 0) {
+      error = f->error + "; nothing was recorded, and the half-created file was removed";
+      return false;
+    }
+    error = f->steps_kept > 0 ? fmt::format("{}; the session keeps {} step{} (through step {}), every commit before the "
+                                            "failure, whole, and ends write_failed",
+                                            f->error, f->steps_kept, f->steps_kept == 1 ? "" : "s", f->last_step_kept)
+                              : f->error + "; the session keeps no step, and ends write_failed";
+  }
+  return true;
+}
+
+}  // namespace exec
 
 }  // namespace embedscope::engine

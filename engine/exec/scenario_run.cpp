@@ -37,6 +37,9 @@ ScenarioRunOutcome run_lm_scenario_run(const LmWorkloadSpec& spec, const Scenari
     throw;
   } catch (const sessions::SessionError&) {
     throw;
+  } catch (const LmRunError& e) {  // a rank failed, or the session could not be written (write_failed)
+    out.error = e.what();
+    out.ended = e.ended;
   } catch (const std::exception& e) {  // a rank failed after the session was made: it says how
     out.error = e.what();
     try {

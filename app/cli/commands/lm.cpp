@@ -339,6 +339,11 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     throw;
   } catch (const sessions::SessionError&) {
     throw;
+  } catch (const es::LmRunError& e) {  // the run says how it ended and where its session is
+    if (tty && !simulated) fmt::print(stderr, "\n");
+    // a full disk: "error: run ended write_failed: ...; the session keeps N steps ..." and exit 1,
+    // or "no session was written" when nothing was recorded, as a DLRM run's (run.cpp, tester49 F3)
+    return report_failed_run(es::to_string(e.ended), e.what(), e.session_path, as_json, e.ended == es::RunEnd::bad_input);
   } catch (const std::exception& e) {
     if (tty && !simulated) fmt::print(stderr, "\n");
     std::string ended = "crashed";  // the session says how the run ended (oom, hang, crashed)

@@ -258,6 +258,11 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
           rr.record_snapshot(*w, arena, st, t1, "step", false);
         }
       }
+      // a session that can no longer be written (a full disk): the rank stops here, the steps
+      // committed kept, and the run ends write_failed (rank_failure.h), as a DLRM rank does
+      // (rank.cpp; tester49 F3). Before, an LM run went on to its last step and failed at close.
+      if (w && w->write_failed())
+        if (auto f = w->write_failure()) throw sessions::SessionWriteError(f->error);
       if (r == 0 && opt_.on_step) {
         steps_ns += t1 - t0;
         StepProgress p;

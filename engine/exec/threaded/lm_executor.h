@@ -13,7 +13,8 @@
 // LmRunOptions::device_memory_bytes, default the host's memory), whose counters (per step),
 // allocator history and block layout (when it changed, and at an OOM) go into the session, as
 // the DLRM ranks record theirs. A rank's failure is classified as the DLRM ranks' are
-// (rank_failure.h): OOM, hang (a collective timed out), crashed; it closes the rank's
+// (rank_failure.h): OOM, hang (a collective timed out), write_failed (the session can no longer
+// be written: the rank stops at the end of its step), crashed; it closes the rank's
 // connections so that its peers fail fast, and the run's ending is the first failure that is
 // not a consequence of another's. LmRunOptions::cancel stops every rank after the same step;
 // LmRunOptions::on_step hears of each of rank 0's steps.

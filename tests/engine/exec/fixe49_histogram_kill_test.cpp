@@ -26,6 +26,12 @@ fs::path fixe49h_scratch() {
   return d;
 }
 
+/// `db` and its -wal / -shm gone: a test repeated in one process (--gtest_repeat) reuses its
+/// scratch folder, and `run` refuses a session file that exists.
+void fixe49h_remove_session(const std::string& db) {
+  for (const char* tail : {"", "-wal", "-shm"}) fs::remove(db + tail);
+}
+
 // ids per table: the id histogram's (summed over ranks and buckets) and the load counters'
 // (summed over ranks, shards and the kept steps)
 struct Fixe49hIds {
@@ -48,6 +54,7 @@ Fixe49hIds fixe49h_ids(const std::string& db) {
 TEST(Fixe49Histogram, CompleteRunHistogramMatchesLoadCounters) {
   const fs::path dir = fixe49h_scratch();
   const std::string db = (dir / "c.db").string();
+  fixe49h_remove_session(db);
   const auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --steps 7 -o " + db, dir);
   ASSERT_EQ(r.code, 0) << r.err;
   const Fixe49hIds ids = fixe49h_ids(db);
@@ -63,6 +70,7 @@ TEST(Fixe49Histogram, CompleteRunHistogramMatchesLoadCounters) {
 TEST(Fixe49Histogram, SigkilledRunKeepsTheKeptStepsHistogram) {
   const fs::path dir = fixe49h_scratch();
   const std::string db = (dir / "k.db").string();
+  fixe49h_remove_session(db);
   const pid_t child = fork();
   if (child == 0) {
     const int null = open("/dev/null", O_WRONLY);

@@ -13,7 +13,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "embedscope/engine/exec/run.h"
@@ -75,17 +77,34 @@ struct LmRunResult {
   int64_t wall_ns = 0;
 };
 
+/// What run_lm and simulate_lm throw for a run that failed after it started (a rank's error,
+/// oom, hang, a session that could not be written): what() the failure's text, as the session's
+/// end message says it; `ended` how the run ended (the session's `ended`); `session_path` the
+/// session that holds the run up to its failure, "" when there is none (no session asked for, or
+/// a write failed before anything was committed and the half-created file was removed).
+class LmRunError : public std::runtime_error {
+ public:
+  LmRunError(RunEnd ended, const std::string& what, std::string session_path)
+      : std::runtime_error(what), ended(ended), session_path(std::move(session_path)) {}
+  RunEnd ended;
+  std::string session_path;
+};
+
 /// The name of the vocabulary table in the session (shards, load_counters and id_histogram table 0).
 inline constexpr const char* kLmTableName = "token_embedding";
 
 /// Runs spec.steps steps (fewer when cancelled). Throws SpecError for an invalid spec or one
 /// of more than kMaxLmCpuRanks ranks (simulate_lm models more),
-/// sessions::SessionError when the session cannot be written, std::runtime_error with the
+/// sessions::SessionError when the session cannot be created, LmRunError with the
 /// failure's text when a rank failed ("rank R: <what>" for a collective's error: the others fail
 /// at once or time out after collective_timeout_ms; OomError's text for a buffer that did not
 /// fit); a run that fails after the session was created leaves it with ended = "oom", "hang"
 /// (a collective timed out) or "crashed" and the message, its spans, collectives and memory
-/// records up to the failure. The session also holds the plan (table `shards`: one table, one
+/// records up to the failure. A session that cannot be written while the run goes on (a full
+/// disk) stops every rank at the end of the step in which it learns of it, as a DLRM run
+/// (tester49 F3): LmRunError ended write_failed, its text the failure and the steps the session
+/// keeps (exec/executor.h close_run_session), the session ended write_failed with every commit
+/// before the failure (no session at all when nothing was committed). The session also holds the plan (table `shards`: one table, one
 /// shard per rank, planned_bytes its master weights), every rank's load (ids its shard served
 /// per step) and token histogram.
 LmRunResult run_lm(const LmWorkloadSpec& spec, const LmRunOptions& options = {});
@@ -110,8 +129,13 @@ struct LmSimulateOptions {
 /// (simulated)"): every op on its lane, every collective with bytes and per-peer elements,
 /// the planner's memory estimate per rank at every step (lm45: its allocator replay's peak
 /// allocated and peak reserved, planner/lm_memory_estimate.h), the
-/// expected ids per shard. Nothing is trained: losses are empty, the session's step losses 0.
-/// Throws SpecError for an invalid spec or an unknown profile, sessions::SessionError.
+/// expected ids per shard; each step's row and load counter of a rank in one
+/// SessionWriter::add_step_records call (one transaction). Nothing is trained: losses are empty,
+/// the session's step losses 0, and there is no token histogram (no token is drawn; the
+/// simulated DLRM run writes no id histogram either). Throws SpecError for an invalid spec or
+/// an unknown profile, sessions::SessionError when the session cannot be created, LmRunError
+/// ended write_failed when it cannot be written while the run goes on (the run stops after the
+/// step in which it learnt of it, as run_lm).
 LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& options);
 
 }  // namespace embedscope::engine
