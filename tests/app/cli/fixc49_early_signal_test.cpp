@@ -7,10 +7,8 @@
 // an end (exit 143); it is now cancelled after its current step. No timing is asserted: the
 // signals come at whatever moment the child is at, and every outcome above is accepted.
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -18,58 +16,18 @@
 #include <vector>
 
 #include "embedscope/sessions/store/session.h"
+#include "support/cli_run.h"
 
 namespace {
 namespace fs = std::filesystem;
 
-fs::path fixc49_scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("embedscope_fixc49_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fixc49_scratch(const std::string& name) { return embedscope::test_support::fresh_scratch("embedscope_fixc49_" + name); }
 
-// Runs the CLI with `args`, its stdout and stderr into one pipe, read to the end (kept in
-// `said`). The child gets `sig` at once when `after` is empty, else once what it printed holds
-// `after` (its handlers are in by then). Returns its wait status.
-int fixc49_signalled(const std::vector<std::string>& args, int sig, const std::string& after, std::string& said) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  const pid_t child = fork();
-  if (child == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> argv{const_cast<char*>(EMBEDSCOPE_CLI)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(EMBEDSCOPE_CLI, argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  bool sent = after.empty();
-  if (sent) kill(child, sig);
-  said.clear();
-  // `after` "file:PATH": once PATH exists (polled between reads, every millisecond at most)
-  const bool file = after.rfind("file:", 0) == 0;
-  char buf[4096];
-  for (;;) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, sent || !file ? -1 : 1) > 0) {
-      const ssize_t n = read(fds[0], buf, sizeof buf);
-      if (n <= 0) break;
-      said.append(buf, static_cast<size_t>(n));
-    }
-    if (!sent && (file ? fs::exists(after.substr(5)) : said.find(after) != std::string::npos)) {
-      kill(child, sig);
-      sent = true;
-    }
-  }
-  close(fds[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  return status;
+// Runs the CLI with `args`, its stdout and stderr into one pipe read to the end (`piped`), and
+// sends `sig` as `when` says (cli_run.h: at once, once the output holds a text, once a file exists).
+embedscope::test_support::SignalledRun fixc49_signalled(const std::vector<std::string>& args, int sig,
+                                                        const embedscope::test_support::SignalWhen& when) {
+  return embedscope::test_support::run_signalled(EMBEDSCOPE_CLI, args, sig, {when}, embedscope::test_support::ChildIo(3));
 }
 
 // How one signalled run ended, checked: "" when it is one of the accepted outcomes, else why not.
@@ -114,8 +72,9 @@ TEST(Fixc49EarlySignal, ASignalRightAfterTheStartLeavesNoSessionWithoutItsEnd) {
       const fs::path db = dir / ("s" + std::to_string(w) + "_" + std::to_string(i) + ".db");
       std::vector<std::string> args = runs[w];
       args.insert(args.end(), {"-o", db.string()});
-      std::string said;
-      const int status = fixc49_signalled(args, sig, at_once ? "" : "embedscope run:", said);
+      const auto run = fixc49_signalled(args, sig, {at_once ? "" : "embedscope run:"});
+      const int status = run.status;
+      const std::string& said = run.piped;
       EXPECT_EQ(fixc49_outcome(status, db, said, sig), "") << "run " << w << " try " << i;
       if (!at_once) {
         EXPECT_TRUE(WIFEXITED(status)) << "run " << w << " try " << i << ": killed after its first line\n" << said;
@@ -135,10 +94,12 @@ TEST(Fixc49EarlySignal, ASimulatedLmRunIsCancelledNotKilled) {
   const fs::path dir = fixc49_scratch("lmsim");
   const std::string lm = std::string(EMBEDSCOPE_SOURCE_DIR) + "/resources/workloads/lm/gpt2_small_embedding.json";
   const fs::path db = dir / "sim.db";
-  std::string said;
-  const int status = fixc49_signalled({"run", lm, "--simulate", "h100_sxm", "--steps", "1000000", "--json", "-o",
-                                       db.string()},
-                                      SIGTERM, "file:" + db.string(), said);
+  // SIGTERM once the session file exists (polled every millisecond at most)
+  const auto run = fixc49_signalled({"run", lm, "--simulate", "h100_sxm", "--steps", "1000000", "--json", "-o",
+                                     db.string()},
+                                    SIGTERM, embedscope::test_support::SignalWhen([&db](int) { return fs::exists(db); }));
+  const int status = run.status;
+  const std::string& said = run.piped;
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << said;
   EXPECT_EQ(WEXITSTATUS(status), 0) << said;
   EXPECT_NE(said.find("cancelling after the current step"), std::string::npos) << said;

@@ -2,17 +2,15 @@
 // run killed with SIGKILL keeps, beside the load counters of every step it kept, the ids of
 // exactly those steps' batches in the id histogram (before: none at all, and `rebalance` said
 // "hot rows: none").
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
-#include <thread>
 
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
@@ -71,28 +69,24 @@ TEST(Fixe49Histogram, SigkilledRunKeepsTheKeptStepsHistogram) {
   const fs::path dir = fixe49h_scratch();
   const std::string db = (dir / "k.db").string();
   fixe49h_remove_session(db);
-  const pid_t child = fork();
-  if (child == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "1000000", "--devices", "1", "-o",
-          db.c_str(), nullptr);
-    _exit(127);
-  }
-  ASSERT_GT(child, 0);
   int64_t seen = 0;
-  for (int i = 0; i < 600 && seen < 6; ++i) {  // up to 60 s on a loaded machine
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    try {
-      seen = fs::exists(db) ? fixe49h_ids(db).steps : 0;
-    } catch (const std::exception&) {
-      seen = 0;  // the file is being created
-    }
-  }
-  kill(child, SIGKILL);
-  int status = 0;
-  waitpid(child, &status, 0);
+  int polls = 0;
+  // SIGKILL once the session holds 6 steps, asked every 100 ms; up to 60 s on a loaded machine
+  const embedscope::test_support::SignalWhen six(
+      [&](int) {
+        try {
+          seen = fs::exists(db) ? fixe49h_ids(db).steps : 0;
+        } catch (const std::exception&) {
+          seen = 0;  // the file is being created
+        }
+        return seen >= 6 || ++polls >= 600;
+      },
+      100);
+  // stdout piped (quiet until the end), stderr's step lines to /dev/null
+  const auto run = embedscope::test_support::run_signalled(
+      EMBEDSCOPE_CLI, {"run", "--preset", "tiny", "--steps", "1000000", "--devices", "1", "-o", db}, SIGKILL, {six},
+      embedscope::test_support::ChildIo(1));
+  const int status = run.status;
   ASSERT_TRUE(WIFSIGNALED(status));
   ASSERT_GE(seen, 6);
   const Fixe49hIds ids = fixe49h_ids(db);

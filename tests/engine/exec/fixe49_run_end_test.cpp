@@ -2,18 +2,15 @@
 // full disk) stops the run with the steps kept said and exit 1; a Criteo TSV's malformed line or
 // short file refused before anything runs (exit 2, no session); the ranks of a session holding
 // different steps: the imbalance over the common steps, said in one line.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -30,40 +27,21 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fixe49r_scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("es_fixe49_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-std::string fixe49r_read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return embedscope::test_support::fresh_scratch("es_fixe49_" + name + "_" + std::to_string(getpid()));
 }
 
 // `embedscope run --preset tiny --steps 100000 --network-latency 1000000 -o db` with files limited to `limit` bytes
-// (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails with EFBIG, as on a full disk); returns
-// the exit status (-1: a signal) and leaves stderr in dir/err.txt.
-int fixe49r_run_limited(const fs::path& dir, const std::string& db, rlim_t limit) {
-  const pid_t child = fork();
-  if (child == 0) {
-    signal(SIGXFSZ, SIG_IGN);
-    dup2(open((dir / "err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
-    dup2(open("/dev/null", O_WRONLY), 1);
-    const rlimit r{limit, limit};
-    setrlimit(RLIMIT_FSIZE, &r);
-    // 1 ms of emulated latency per collective paces the steps (about 10 ms each): the writer's first
-    // 250 ms commit then holds a few steps on any machine, well under the limit; unpaced, a fast
-    // machine put more than 2 MiB of steps in the first commit, which then failed with nothing kept
-    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "100000", "--network-latency", "1000000",
-          "-o", db.c_str(), nullptr);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+// (cli_run.h's file_size_limit: a write past it fails with EFBIG, as on a full disk); returns
+// the exit status (-1: a signal) and its stderr.
+embedscope::test_support::CliResult fixe49r_run_limited(const std::string& db, long long limit) {
+  embedscope::test_support::ChildIo io;
+  io.file_size_limit = limit;  // stderr piped, stdout to /dev/null
+  // 1 ms of emulated latency per collective paces the steps (about 10 ms each): the writer's first
+  // 250 ms commit then holds a few steps on any machine, well under the limit; unpaced, a fast
+  // machine put more than 2 MiB of steps in the first commit, which then failed with nothing kept
+  const auto r = embedscope::test_support::run_signalled(
+      EMBEDSCOPE_CLI, {"run", "--preset", "tiny", "--steps", "100000", "--network-latency", "1000000", "-o", db}, 0, {}, io);
+  return {WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1, "", r.piped};
 }
 }  // namespace
 
@@ -72,8 +50,9 @@ int fixe49r_run_limited(const fs::path& dir, const std::string& db, rlim_t limit
 TEST(Fixe49WriteFailed, FullDiskStopsTheRunAndTheSessionSaysWhatItKept) {
   const fs::path dir = fixe49r_scratch("full");
   const std::string db = (dir / "y.db").string();
-  ASSERT_EQ(fixe49r_run_limited(dir, db, 2 * 1024 * 1024), 1);
-  const std::string err = fixe49r_read(dir / "err.txt");
+  const auto run = fixe49r_run_limited(db, 2 * 1024 * 1024);
+  const std::string& err = run.err;
+  ASSERT_EQ(run.code, 1) << err;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(error: run ended write_failed: .*y\.db: .*; the session keeps (\d+) steps \(through step (\d+)\))")))
       << err;
@@ -97,8 +76,9 @@ TEST(Fixe49WriteFailed, FullDiskStopsTheRunAndTheSessionSaysWhatItKept) {
 TEST(Fixe49WriteFailed, NothingRecordedLeavesNoFile) {
   const fs::path dir = fixe49r_scratch("full0");
   const std::string db = (dir / "x.db").string();
-  const int rc = fixe49r_run_limited(dir, db, 20 * 1024);
-  const std::string err = fixe49r_read(dir / "err.txt");
+  const auto run = fixe49r_run_limited(db, 20 * 1024);
+  const int rc = run.code;
+  const std::string& err = run.err;
   EXPECT_NE(rc, 0) << err;
   EXPECT_FALSE(fs::exists(db)) << err;
   EXPECT_FALSE(fs::exists(db + "-wal")) << err;

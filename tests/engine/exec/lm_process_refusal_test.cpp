@@ -2,15 +2,13 @@
 // `launch` refused (F18), a workload beyond this machine's memory refused before the run (F1),
 // and the summary of a cancelled run (F7).
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -200,50 +198,12 @@ TEST(LmProcessRefusal, WorkloadBeyondThisMachineIsRefusedBeforeTheRun) {
   EXPECT_NE(r.out.find("memory       fits: all 3 ranks need "), std::string::npos) << r.out;
 }
 
-struct Lm43Stopped {
-  int status = 0;
-  std::string err, out;
-};
-
-// Runs the CLI with `args`, stdout to a file; once a stderr line contains `wait_for` the child
-// gets `sig`. No timing: the run is far too long to end by itself.
-Lm43Stopped lm43_signal_after(const std::vector<std::string>& args, const std::string& wait_for, int sig) {
-  const fs::path out_file = lm43_scratch() / "signal_out.txt";
-  int fds[2];
-  EXPECT_EQ(pipe(fds), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    dup2(fds[1], 2);
-    dup2(open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> argv{const_cast<char*>(EMBEDSCOPE_CLI)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(EMBEDSCOPE_CLI, argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  Lm43Stopped s;
-  bool sent = false;
-  FILE* in = fdopen(fds[0], "r");
-  char* line = nullptr;
-  size_t cap = 0;
-  while (getline(&line, &cap, in) > 0) {
-    s.err += line;
-    if (!sent && std::string(line).find(wait_for) != std::string::npos) {
-      kill(child, sig);
-      sent = true;
-    }
-  }
-  free(line);
-  fclose(in);
-  waitpid(child, &s.status, 0);
-  std::ifstream f(out_file);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  s.out = ss.str();
-  return s;
+// Runs the CLI with `args`, stdout to a file (`other`), stderr read through a pipe (`piped`); once
+// stderr holds `wait_for` the child gets `sig`. No timing: the run is far too long to end by itself.
+embedscope::test_support::SignalledRun lm43_signal_after(const std::vector<std::string>& args, const std::string& wait_for,
+                                                         int sig) {
+  return embedscope::test_support::run_signalled(EMBEDSCOPE_CLI, args, sig, {{wait_for}},
+                                                 {2, (lm43_scratch() / "signal_out.txt").string()});
 }
 
 // F7: a cancelled run's summary counts the steps run, and bytes/token over them. V 40, H 8,
@@ -267,9 +227,9 @@ TEST(LmProcessRefusal, CancelledRunCountsTheStepsItRan) {
   // signal right after the header can come before the run starts, which ends it with no session
   // ("cancelled before the run started", fixc49), not what this test is about
   auto st = lm43_signal_after({"run", file, "--json", "--force-overwrite", "-o", db}, " tokens/s  ETA ", SIGTERM);
-  ASSERT_TRUE(WIFEXITED(st.status)) << st.err;
-  EXPECT_EQ(WEXITSTATUS(st.status), 0) << st.err;
-  const auto j = nlohmann::json::parse(st.out);
+  ASSERT_TRUE(WIFEXITED(st.status)) << st.piped;
+  EXPECT_EQ(WEXITSTATUS(st.status), 0) << st.piped;
+  const auto j = nlohmann::json::parse(st.other);
   EXPECT_EQ(j.at("ended"), "cancelled");
   const int64_t n = j.at("steps").get<int64_t>();
   EXPECT_GE(n, 1);
@@ -283,20 +243,20 @@ TEST(LmProcessRefusal, CancelledRunCountsTheStepsItRan) {
     }
   // the text summary, cancelled by Ctrl-C
   st = lm43_signal_after({"run", file, "--force-overwrite", "-o", db}, " tokens/s  ETA ", SIGINT);
-  ASSERT_TRUE(WIFEXITED(st.status)) << st.err;
-  EXPECT_EQ(WEXITSTATUS(st.status), 0) << st.err;
-  const auto at = st.out.find("cancelled after ");
-  ASSERT_NE(at, std::string::npos) << st.out;
-  const int64_t m = std::stoll(st.out.substr(at + 16));
+  ASSERT_TRUE(WIFEXITED(st.status)) << st.piped;
+  EXPECT_EQ(WEXITSTATUS(st.status), 0) << st.piped;
+  const auto at = st.other.find("cancelled after ");
+  ASSERT_NE(at, std::string::npos) << st.other;
+  const int64_t m = std::stoll(st.other.substr(at + 16));
   EXPECT_GE(m, 1);
-  EXPECT_NE(st.out.find("cancelled after " + std::to_string(m) + (m == 1 ? " step" : " steps") + "; session: " + db +
+  EXPECT_NE(st.other.find("cancelled after " + std::to_string(m) + (m == 1 ? " step" : " steps") + "; session: " + db +
                         "\n"),
             std::string::npos)
-      << st.out;
-  EXPECT_NE(st.out.find("steps        " + std::to_string(m) + " (cancelled; 100000 planned) of 24 tokens"),
+      << st.other;
+  EXPECT_NE(st.other.find("steps        " + std::to_string(m) + " (cancelled; 100000 planned) of 24 tokens"),
             std::string::npos)
-      << st.out;
-  EXPECT_NE(st.out.find("; 152 bytes on the wire per token"), std::string::npos) << st.out;
+      << st.other;
+  EXPECT_NE(st.other.find("; 152 bytes on the wire per token"), std::string::npos) << st.other;
 }
 
 // F16 (lm44): the cost model times a bf16 LM step's output projection at the profile's tensor-core

@@ -35,12 +35,7 @@ namespace eng = embedscope::engine;
 namespace ss = embedscope::sessions;
 
 fs::path fb49_scratch() {
-  static const auto dir = [] {
-    auto d = fs::temp_directory_path() / ("es_fixb49_counts_" + std::to_string(getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
+  static const fs::path dir = embedscope::test_support::fresh_scratch("es_fixb49_counts_" + std::to_string(getpid()));
   return dir;
 }
 

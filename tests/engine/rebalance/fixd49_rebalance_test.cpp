@@ -22,12 +22,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 fs::path d49rb_scratch() {
-  static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("es_fixd49_rb_" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
+  static const fs::path dir = embedscope::test_support::fresh_scratch("es_fixd49_rb_" + std::to_string(::getpid()));
   return dir;
 }
 

@@ -12,10 +12,9 @@
 //     problems: none": import problem segment_smaller_than_blocks naming it and the figures.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -30,6 +29,7 @@
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/pickle.h"
 #include "embedscope/sessions/store/session.h"
+#include "support/cli_run.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -37,34 +37,17 @@ namespace d49ss = embedscope::sessions;
 using nlohmann::json;
 
 fs::path d49_scratch() {
-  static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("es_fixd49_" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
+  static const fs::path dir = embedscope::test_support::fresh_scratch("es_fixd49_" + std::to_string(::getpid()));
   return dir;
 }
 
-struct D49Run {
-  int code = -1;
-  std::string out, err;
-};
+using D49Run = embedscope::test_support::CliResult;
 
-// `cd scratch && embedscope args`: relative file names, as a user types them
+// `cd scratch && embedscope args`: relative file names, as a user types them (cli_run.h's run_cli:
+// its stdout and stderr in scratch/out.txt and scratch/err.txt)
 D49Run d49_cli(const std::string& args) {
   const fs::path dir = d49_scratch();
-  const std::string out = (dir / "d49_out.txt").string(), err = (dir / "d49_err.txt").string();
-  const int st = std::system(("cd '" + dir.string() + "' && '" + std::string(EMBEDSCOPE_CLI) + "' " + args + " >'" + out +
-                              "' 2>'" + err + "'").c_str());
-  D49Run r;
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::stringstream o, e;
-  o << std::ifstream(out).rdbuf();
-  e << std::ifstream(err).rdbuf();
-  r.out = o.str();
-  r.err = e.str();
-  return r;
+  return embedscope::test_support::run_cli("cd '" + dir.string() + "' && '" + std::string(EMBEDSCOPE_CLI) + "'", args, dir);
 }
 
 // The line of `text` that starts with `prefix` ("" when none).

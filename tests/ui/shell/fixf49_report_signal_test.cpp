@@ -6,21 +6,17 @@
 // exits 130 with a line, a write error gives its reason and leaves no file.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
+#include <system_error>
 
 #include "support/cli_run.h"
-
-extern char** environ;
 
 namespace {
 namespace fs = std::filesystem;
@@ -65,40 +61,35 @@ std::string fixf49_exec_ui(const std::string& args) {
   return "export QT_QPA_PLATFORM=offscreen; exec '" + std::string(EMBEDSCOPE_UI) + "' " + args;
 }
 
-// Starts `embedscope-ui --report SESSION -o OUT` (stderr to ERR), waits until its staging folder
-// holds a page, sends `sig`, and returns the wait status (or -1 when it ended first / never staged).
-int fixf49_report_signalled(const std::string& session, const fs::path& out, const fs::path& err, int sig) {
-  const std::string cmd = fixf49_exec_ui("--report '" + session + "' -o '" + out.string() + "' 2>'" + err.string() + "'");
-  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
-  pid_t pid = 0;
-  if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) return -1;
-  const fs::path staging = out / (".embedscope-report-" + std::to_string(pid));
-  bool staged = false;
-  for (int i = 0; i < 12000 && !staged; ++i) {  // up to 120 s to render the first page
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) == pid) return -1;  // ended before a page was staged
-    std::error_code ec;
-    staged = fs::is_directory(staging, ec) && !fs::is_empty(staging, ec);
-    if (!staged) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (staged) kill(pid, sig);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return staged ? st : -1;
+// Starts `embedscope-ui --report SESSION -o OUT` (offscreen; its stderr read through a pipe), sends
+// `sig` once its staging folder holds a page (cli_run.h's run_signalled, asked every 10 ms) and
+// returns how it ended: `sent` 0 when it ended before a page was staged.
+embedscope::test_support::SignalledRun fixf49_report_signalled(const std::string& session, const fs::path& out, int sig) {
+  const embedscope::test_support::SignalWhen staged(
+      [&out](int pid) {
+        const fs::path staging = out / (".embedscope-report-" + std::to_string(pid));
+        std::error_code ec;
+        return fs::is_directory(staging, ec) && !fs::is_empty(staging, ec);
+      },
+      10);
+  embedscope::test_support::ChildIo io;
+  io.env = {"QT_QPA_PLATFORM=offscreen"};
+  return embedscope::test_support::run_signalled(EMBEDSCOPE_UI, {"--report", session, "-o", out.string()}, sig, {staged},
+                                                 io);
 }
 }  // namespace
 
 TEST(Fixf49ReportSignal, SigtermLeavesNothingAndTheRerunWorks) {
   Fixf49Dir t("sigterm");
   const std::string s = t.session();
-  const fs::path out = t.dir / "rep", err = t.dir / "err.txt";
-  const int st = fixf49_report_signalled(s, out, err, SIGTERM);
-  ASSERT_NE(st, -1) << fixf49_slurp(err);
+  const fs::path out = t.dir / "rep";
+  const auto run = fixf49_report_signalled(s, out, SIGTERM);
+  ASSERT_EQ(run.sent, 1) << run.piped;  // it did not end before a page was staged
+  const int st = run.status;
   ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
   EXPECT_EQ(WEXITSTATUS(st), 130);
-  EXPECT_NE(fixf49_slurp(err).find("report cancelled; nothing was written (no " + out.string() + " written)"),
-            std::string::npos)
-      << fixf49_slurp(err);
+  EXPECT_NE(run.piped.find("report cancelled; nothing was written (no " + out.string() + " written)"), std::string::npos)
+      << run.piped;
   EXPECT_FALSE(fs::exists(out));  // the folder it created goes too
   // the identical command again: a whole report
   const auto r = run_merged(fixf49_ui("--report '" + s + "' -o '" + out.string() + "'"));
@@ -107,13 +98,13 @@ TEST(Fixf49ReportSignal, SigtermLeavesNothingAndTheRerunWorks) {
 
   // Ctrl-C over that report: it stays as it was, page for page (its pages go only at the commit)
   const std::string index = fixf49_slurp(out / "index.html"), summary = fixf49_slurp(out / "summary.png");
-  const int st2 = fixf49_report_signalled(s, out, err, SIGINT);
-  ASSERT_NE(st2, -1) << fixf49_slurp(err);
+  const auto run2 = fixf49_report_signalled(s, out, SIGINT);
+  ASSERT_EQ(run2.sent, 1) << run2.piped;
+  const int st2 = run2.status;
   ASSERT_TRUE(WIFEXITED(st2));
   EXPECT_EQ(WEXITSTATUS(st2), 130);
-  EXPECT_NE(fixf49_slurp(err).find("report cancelled; nothing was written (" + out.string() + " is as it was)"),
-            std::string::npos)
-      << fixf49_slurp(err);
+  EXPECT_NE(run2.piped.find("report cancelled; nothing was written (" + out.string() + " is as it was)"), std::string::npos)
+      << run2.piped;
   EXPECT_EQ(fixf49_files(out), kFixf49Report);
   EXPECT_EQ(fixf49_slurp(out / "index.html"), index);
   EXPECT_EQ(fixf49_slurp(out / "summary.png"), summary);
