@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/end_mark.h"  // scan_wal
 #include "embedscope/sessions/store/session.h"
 #include "schema/definitions.h"
 #include "store/end_reserve.h"
@@ -625,6 +626,14 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
   m.stmts.clear();
   sqlite3_close(m.db);
   m.db = nullptr;
+  // after a failed write the rolled-back commit's frames stay in the -wal behind the last commit,
+  // where SQLite never reads them, and every reader called them damaged (retest49 on tester49
+  // F3): the -wal is cut at its last valid commit, under the writer lock (a cut needs no room)
+  if (!m.write_error.empty() && m.commits > 0) {
+    const WalScan wal = scan_wal(m.path);
+    if (wal.present && wal.committed_frames > 0 && wal.unread_bytes > 0)
+      (void)::truncate((m.path + "-wal").c_str(), wal.readable_bytes);
+  }
   if (m.lock_fd >= 0) ::close(m.lock_fd);  // after SQLite's close: see writer_lock.h
   m.lock_fd = -1;
   if (!m.write_error.empty()) {

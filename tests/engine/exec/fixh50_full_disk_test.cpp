@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/end_mark.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
 
@@ -154,6 +155,50 @@ TEST(Fixh50FullDisk, EndMarkFitsWhenAnotherProcessFilledTheDisk) {
   const std::string msg = s.meta(embedscope::sessions::meta::kEndMessage);
   EXPECT_NE(msg.find("the session keeps 10 steps (through step 9)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("database or disk is full"), std::string::npos) << msg;
+}
+
+// After a failed write the -wal holds no bytes after its last commit: the rolled-back commit's
+// frames (160 KiB of room left, a commit of 5000 steps needing more) are cut away at close, so no
+// reader calls the session's -wal damaged; the end mark and the 10 steps are there.
+TEST(Fixh50FullDisk, NoUnreadableFramesLeftAfterTheEndMark) {
+  const fs::path dir = fixh50_scratch("tail");
+  const fs::path full = dir / "full";
+  const int rc = fixh50_in_tmpfs(full, "4m", [&]() -> int {
+    namespace ss = embedscope::sessions;
+    const std::string db = (full / "s.db").string();
+    int code = 0;
+    {
+      ss::SessionWriter w(db);
+      w.set_metadata(ss::meta::kWorldSize, "1");
+      w.add_lane({0, 0, "compute", "thread"});
+      for (int64_t s = 0; s < 10; ++s) w.add_step({s, 0, s * 1'000'000, (s + 1) * 1'000'000, 0.5, 0, 0});
+      if (!fixh50_wait_for([&] { return fixh50_committed_steps(db) == 10; })) return 10;
+      fixh50_fill(full);
+      if (::truncate((full / "filler").c_str(), static_cast<off_t>(fs::file_size(full / "filler")) - 160 * 1024) != 0)
+        return 14;
+      for (int64_t s = 10; s < 5010; ++s) w.add_step({s, 0, s * 1'000'000, (s + 1) * 1'000'000, 0.5, 0, 0});
+      if (!fixh50_wait_for([&] { return w.write_failed(); })) return 11;
+      try {
+        w.close("complete");
+        code = 12;
+      } catch (const ss::SessionError&) {
+      }
+    }
+    if (!fs::exists(db + "-wal")) return 15;  // the checkpoint cannot have run on the full disk
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal"}) fs::copy_file(db + suffix, (dir / "s.db").string() + suffix, ec);
+    return ec ? 13 : code;
+  });
+  if (rc == kFixh50NoMount) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
+  ASSERT_EQ(rc, 0);
+  const std::string db = (dir / "s.db").string();
+  const embedscope::sessions::WalScan wal = embedscope::sessions::scan_wal(db);
+  EXPECT_TRUE(wal.present);
+  EXPECT_EQ(wal.unread_bytes, 0) << embedscope::sessions::describe_unread_wal(db, wal);
+  EXPECT_EQ(wal.readable_bytes, wal.file_bytes);
+  const embedscope::sessions::SessionReader s(db);
+  EXPECT_EQ(s.meta(embedscope::sessions::meta::kEnded), "write_failed");
+  EXPECT_EQ(s.steps().size(), 10u);
 }
 
 // R7: a disk too full for the session's room (200 KiB) or for its schema (400 KiB): `run` exits 1,
