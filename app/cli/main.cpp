@@ -90,6 +90,13 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "error: {}\n", e.what());
     if (wants_json) std::cout << cli::dump(json{{"ended", "bad_input"}, {"error", e.what()}}) << "\n";
     return 2;
+  } catch (const embedscope::sessions::SessionWriteError& e) {
+    // a session that could not be written (a full disk at its creation): not bad input, exit 1
+    // as a run that ended write_failed (retest49 R7); nothing was left behind
+    if (wants_json)
+      std::cout << cli::dump(json{{"ended", "write_failed"}, {"error", e.what()}, {"session", nullptr}}) << "\n";
+    fmt::print(stderr, "error: {}\nno session was written\n", e.what());
+    return 1;
   } catch (const embedscope::sessions::SessionError& e) {
     if (wants_json) std::cout << cli::dump(json{{"ended", "bad_input"}, {"error", e.what()}}) << "\n";
     fmt::print(stderr, "error: {}\n", e.what());

@@ -322,7 +322,16 @@ RunResult run_training(const WorkloadSpec& requested, const ShardingPlan& plan, 
   }
   std::unique_ptr<sessions::SessionWriter> session;
   if (!options.session_path.empty()) {
-    session = std::make_unique<sessions::SessionWriter>(options.session_path, options.session_overwrite);
+    try {
+      session = std::make_unique<sessions::SessionWriter>(options.session_path, options.session_overwrite);
+    } catch (const sessions::SessionWriteError& e) {
+      // no room for the session (a full disk): reported as a write failure with nothing
+      // recorded (exit 1), not as bad input (retest49 R7)
+      result.ended = RunEnd::write_failed;
+      result.bad_input = false;
+      result.error = std::string(e.what()) + "; nothing was recorded, and the half-created file was removed";
+      return result;
+    }
     result.session_path = options.session_path;
     write_run_metadata(*session, spec, result.plan, executor->clock());
   }

@@ -19,8 +19,10 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/store/end_mark.h"  // scan_wal
 #include "embedscope/sessions/store/session.h"
 #include "schema/definitions.h"
+#include "store/end_reserve.h"
 #include "store/op_blocks.h"
 #include "store/writer_lock.h"
 
@@ -125,6 +127,8 @@ struct SessionWriter::Impl {
   std::string path;
   sqlite3* db = nullptr;
   int lock_fd = -1;  // holds the writer lock (writer_lock.h)
+  /// room for the end mark after a failed write (retest49 R3), freed just before it is written
+  detail::EndReserve end_reserve;
   std::map<std::string, sqlite3_stmt*> stmts;
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -199,6 +203,14 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
   // (writer_lock.h) until SQLite has closed it.
   Impl& m = *impl_;
   m.lock_fd = detail::claim_session_file(path);
+  // a file system without room for the end mark: no session is started (a run on a full disk
+  // says so at once, exit 1, rather than after the schema's commit failed)
+  if (const std::string no_room = m.end_reserve.hold(path, detail::kEndReserveBytes); !no_room.empty()) {
+    ::close(m.lock_fd);
+    m.lock_fd = -1;
+    m.remove_if_nothing_committed();
+    throw SessionWriteError(fmt::format("{}: cannot be written: {}", path, no_room));
+  }
   if (sqlite3_open_v2(path.c_str(), &m.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
     std::string msg = m.db ? sqlite3_errmsg(m.db) : "out of memory";
@@ -219,13 +231,18 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     // the checkpoint). bench_sessions, 2M events, quiet machine: 4 KiB 0.998 M/s, 8 KiB 1.05,
     // 16 KiB 1.07-1.08, 32 KiB 1.06-1.07, 64 KiB 0.95-0.97; the readers' benchmarks unchanged.
     // NORMAL sync in WAL mode never loses a commit to a killed process (only to a power cut).
-    m.exec("PRAGMA page_size=16384; PRAGMA cache_size=-65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
-    m.exec("BEGIN");
-    m.exec(schema::schema_sql().c_str());
-    m.exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
-    for (int i = 0; i < kNumCategories; ++i)
-      m.exec(fmt::format("INSERT INTO categories VALUES ({}, '{}')", i, to_string(static_cast<OpCategory>(i))).c_str());
-    m.exec("COMMIT");
+    try {
+      m.exec("PRAGMA page_size=16384; PRAGMA cache_size=-65536; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+      m.exec("BEGIN");
+      m.exec(schema::schema_sql().c_str());
+      m.exec(fmt::format("PRAGMA user_version={}", kSchemaVersion).c_str());
+      for (int i = 0; i < kNumCategories; ++i)
+        m.exec(fmt::format("INSERT INTO categories VALUES ({}, '{}')", i, to_string(static_cast<OpCategory>(i))).c_str());
+      m.exec("COMMIT");
+    } catch (const SessionError& e) {  // the schema could not be written (a full disk): a write failure, not bad input
+      const int sys = sqlite3_system_errno(m.db);
+      throw SessionWriteError(sys != 0 ? fmt::format("{} ({})", e.what(), std::strerror(sys)) : std::string(e.what()));
+    }
     // Hand-bound statements (tables without a record type), checked against their descriptions.
     m.prepare("meta", "INSERT OR REPLACE INTO metadata VALUES (?1, ?2)", &sd::metadata_table());
     m.prepare("string", "INSERT INTO strings VALUES (?1, ?2)", &sd::strings_table());
@@ -601,6 +618,7 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
   if (m.thread.joinable()) m.thread.join();
   if (m.write_error.empty()) m.write_op_blocks();
   if (!m.write_error.empty()) m.write_end_after_failure(ended, message);
+  m.end_reserve.release();  // room for the checkpoint on a nearly full disk
   m.finish_wal();
   // Closed here, not in the destructor: the writer lock goes with it, so the session may be
   // overwritten from now on.
@@ -608,6 +626,14 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
   m.stmts.clear();
   sqlite3_close(m.db);
   m.db = nullptr;
+  // after a failed write the rolled-back commit's frames stay in the -wal behind the last commit,
+  // where SQLite never reads them, and every reader called them damaged (retest49 on tester49
+  // F3): the -wal is cut at its last valid commit, under the writer lock (a cut needs no room)
+  if (!m.write_error.empty() && m.commits > 0) {
+    const WalScan wal = scan_wal(m.path);
+    if (wal.present && wal.committed_frames > 0 && wal.unread_bytes > 0)
+      (void)::truncate((m.path + "-wal").c_str(), wal.readable_bytes);
+  }
   if (m.lock_fd >= 0) ::close(m.lock_fd);  // after SQLite's close: see writer_lock.h
   m.lock_fd = -1;
   if (!m.write_error.empty()) {
@@ -649,6 +675,9 @@ void SessionWriter::Impl::write_end_after_failure(const std::string& ended, cons
                                                     : fmt::format("ended {}: {}", ended, message);
   const std::string text =
       fmt::format("{}; the session keeps {}, every commit before the failure, whole; the run {}", write_error, kept, run);
+  // the room held since the start (end_reserve.h): the new frames of this commit take it, even
+  // when the failed commit could not write one (a disk filled by another process)
+  end_reserve.release();
   if (sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) return;
   auto* st = stmts["meta"];
   bool ok = st != nullptr;

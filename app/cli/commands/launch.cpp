@@ -39,6 +39,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -451,6 +452,13 @@ int cmd_launch(const LaunchState& s) {
     fmt::print(stderr, "error: launch: a rank refused its input (above)\n");
     return 2;
   }
+  // the ranks whose session could not be written at all (a full disk when it was created: they
+  // exit 1 with ended write_failed and no session; retest49 R7), named after the table
+  std::vector<int> unwritten;
+  for (const auto& c : kids) {
+    const json j = json::parse(c.out, nullptr, false);
+    if (!fs::exists(c.session) && j.is_object() && j.value("ended", "") == "write_failed") unwritten.push_back(c.rank);
+  }
   std::string merged_status = "none", merge_error;
   sessions::MergeSummary sum;
   if (sessions.size() >= 2) {
@@ -541,6 +549,11 @@ int cmd_launch(const LaunchState& s) {
   }
   if (sessions.empty() && !first_death.empty())
     fmt::print(stderr, "error: launch: {} before any rank wrote a session; nothing to merge\n", first_death);
+  else if (!unwritten.empty())
+    fmt::print(stderr, "error: launch: {} could not write {} session (above){}\n",
+               unwritten.size() == 1 ? fmt::format("rank {}", unwritten[0])
+                                     : fmt::format("ranks {}", fmt::join(unwritten, ", ")),
+               unwritten.size() == 1 ? "its" : "their", sessions.empty() ? "; nothing to merge" : "");
   else if (sessions.empty() && code == 0)  // every rank cancelled in the rendezvous (Ctrl-C, SIGTERM)
     fmt::print(stderr, "embedscope launch: cancelled before the run started; no rank wrote a session\n");
   if (!merge_error.empty()) {

@@ -401,7 +401,9 @@ int run_then_finish(RunState& s) {
       }
     }
     if (!s.process.mpi) throw;
-    const bool bad = dynamic_cast<const es::SpecError*>(&e) || dynamic_cast<const embedscope::sessions::SessionError*>(&e);
+    const bool bad = dynamic_cast<const es::SpecError*>(&e) ||
+                     (dynamic_cast<const embedscope::sessions::SessionError*>(&e) &&
+                      !dynamic_cast<const embedscope::sessions::SessionWriteError*>(&e));  // a full disk: not input
     fmt::print(stderr, "error: {}\n", e.what());
     if (s.json) std::cout << dump(json{{"ended", bad ? "bad_input" : "failed"}, {"error", e.what()}}) << "\n";
     code = bad ? 2 : 1;

@@ -25,7 +25,6 @@
 #include <QImageReader>
 #include <QImageWriter>
 #include <QRegularExpression>
-#include <QSaveFile>
 #include <QHeaderView>
 #include <QTabWidget>
 #include <QTableWidget>
@@ -404,22 +403,16 @@ QString screenshot_target_error(const QString& path, const QStringList& sessions
   return {};
 }
 
-// Writes `image` to `path` through a temporary file renamed over it when complete (QSaveFile): a
-// failed write leaves what was there. "" or the reason (the file's error: "No space left on
-// device"; tester49 F4). Encoded in memory first, so the image encoder meets no write error.
+// Writes `image` to `path` through a temporary file renamed over it when complete
+// (write_file_in_place): a failed write leaves what was there. "" or the reason (strerror: "No
+// space left on device"; tester49 F4, retest49 R8). Encoded in memory first, so the image encoder
+// meets no write error.
 QString save_screenshot(const QImage& image, const QString& path) {
   QByteArray bytes;
   QBuffer buffer(&bytes);
   buffer.open(QIODevice::WriteOnly);
   if (!image.save(&buffer, QFileInfo(path).suffix().toLower().toUtf8().constData())) return "the image cannot be encoded";
-  QSaveFile f(path);
-  if (!f.open(QIODevice::WriteOnly)) return f.errorString();
-  if (f.write(bytes) != bytes.size()) {
-    const QString why = f.errorString();
-    f.cancelWriting();
-    return why;
-  }
-  return f.commit() ? QString() : f.errorString();
+  return embedscope::ui::write_file_in_place(path, bytes);
 }
 }  // namespace
 

@@ -168,6 +168,41 @@ QString ReportStaging::write(const QString& name, const QByteArray& bytes) {
   return {};
 }
 
+QString write_file_in_place(const QString& path, const QByteArray& bytes) {
+  const fs::path target(path.toStdString());
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::string tmp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return QString::fromStdString(report_staging_reason(errno));
+  auto failed = [&](int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return QString::fromStdString(report_staging_reason(err));
+  };
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd, 0666 & ~mask) != 0) return failed(errno);
+  qsizetype done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.constData() + done, static_cast<size_t>(bytes.size() - done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return failed(n < 0 ? errno : EIO);
+    done += n;
+  }
+  if (::fsync(fd) != 0) return failed(errno);
+  if (::close(fd) != 0) {  // NFS and the like report a full disk here
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return QString::fromStdString(report_staging_reason(err));
+  }
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return QString::fromStdString(report_staging_reason(err));
+  }
+  return {};
+}
+
 QString ReportStaging::commit(const std::function<QString()>& before) {
   std::lock_guard<std::mutex> lock(g_report_staging.mu);
   if (const QString err = before(); !err.isEmpty()) return err;

@@ -55,6 +55,13 @@ class ReportStaging {
   bool committed_ = false;
 };
 
+/// Writes `bytes` to `path` through a hidden temporary file in its folder, renamed over `path`
+/// when complete: a failed write leaves what was there and no partial file. "" or the reason,
+/// strerror of the failed call ("No space left on device", "Permission denied", "File too
+/// large"; retest49 R8: QSaveFile said "Unknown error" for a full disk). The new file's mode is
+/// 0666 less the umask, as a file created by open(2).
+QString write_file_in_place(const QString& path, const QByteArray& bytes);
+
 /// `image` encoded as PNG in memory: the encoder never meets a write error (a full disk is
 /// ReportStaging::write's, with its reason).
 QByteArray png_bytes(const QImage& image);

@@ -37,7 +37,10 @@ class SessionError : public std::runtime_error {
 
 /// A session writer's write failed (a full disk, an I/O error) while a run was recording: what()
 /// is SessionWriter::write_failure()'s error. A run stops at the end of the step in which it
-/// learns of it (its session ends `write_failed`).
+/// learns of it (its session ends `write_failed`). Also what the SessionWriter constructor throws
+/// when the new file cannot be written at all ("run.db: cannot be written: No space left on
+/// device", "run.db: database or disk is full"): nothing is left behind, and this is not bad
+/// input (the CLI exits 1).
 class SessionWriteError : public SessionError {
  public:
   using SessionError::SessionError;
@@ -65,7 +68,9 @@ class SessionWriter {
   /// with an advisory lock (flock) until close(), so two writers never share a file. Throws
   /// SessionError if `path` exists (unless `overwrite` and it is a regular file), if a live
   /// writer holds it ("run.db: not overwritten: a run (pid 4242) is still writing it; ..."),
-  /// or if it cannot be created.
+  /// or if it cannot be created; throws SessionWriteError (no file left behind) where the file
+  /// system has no room for it: less than 256 KiB (held for the end mark: see close(); the
+  /// writer's store/end_reserve.h) or the schema's first commit fails.
   explicit SessionWriter(const std::string& path, bool overwrite = false);
   /// Closes with ended = "crashed" if close() was not called.
   ~SessionWriter();
@@ -131,8 +136,9 @@ class SessionWriter {
   /// 10 s), and where open readers keep the file in WAL mode for more than 0.5 s it stays in WAL
   /// mode (complete in the database beside an empty -wal). Idempotent. Throws SessionError if
   /// a write of the run failed (write_failure()): then ended = "write_failed" and a message
-  /// naming the failure, the steps kept and `ended` / `message` are written alone where the file
-  /// still takes them (the space of the rolled-back commit often does), and a
+  /// naming the failure, the steps kept and `ended` / `message` are written alone, into room
+  /// held on the file system since the constructor (a full disk still takes them: retest49 R3),
+  /// the rolled-back commit's frames are cut off the -wal (no reader calls it damaged), and a
   /// file in which nothing was committed is removed (no half-created file is left behind).
   void close(const std::string& ended, const std::string& message = "");
 
