@@ -143,14 +143,11 @@ struct Files : gloo::rendezvous::FileStore {
   }
 };
 
-// The run's keys under "<prefix>/" (what gloo's PrefixStore does, with the same joined names),
-// and their removal (KeyEraser: the collectives' arrival keys once no member reads them,
-// comm/gloo/process_group.cpp).
-class RunPrefixStore : public gloo::rendezvous::Store, public KeyEraser {
+// The run's keys under "<prefix>/" (what gloo's PrefixStore does, with the same joined names).
+class RunPrefixStore : public gloo::rendezvous::Store {
  public:
-  RunPrefixStore(std::string prefix, std::shared_ptr<gloo::rendezvous::Store> base,
-                 std::function<void(const std::string&)> erase)
-      : prefix_(std::move(prefix)), base_(std::move(base)), erase_(std::move(erase)) {}
+  RunPrefixStore(std::string prefix, std::shared_ptr<gloo::rendezvous::Store> base)
+      : prefix_(std::move(prefix)), base_(std::move(base)) {}
   void set(const std::string& key, const std::vector<char>& data) override { base_->set(join(key), data); }
   std::vector<char> get(const std::string& key) override { return base_->get(join(key)); }
   void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
@@ -159,6 +156,23 @@ class RunPrefixStore : public gloo::rendezvous::Store, public KeyEraser {
     for (const auto& k : keys) joined.push_back(join(k));
     base_->wait(joined, timeout);
   }
+
+ protected:
+  std::string join(const std::string& key) const { return prefix_ + "/" + key; }
+
+ private:
+  std::string prefix_;
+  std::shared_ptr<gloo::rendezvous::Store> base_;  // kept alive by the rendezvous that holds this store
+};
+
+// A file store's run keys, which can be removed (KeyEraser: the collectives' arrival keys once no
+// member reads them, comm/gloo/process_group.cpp). A Redis store's is a plain RunPrefixStore, so
+// that the collectives do not ask it for keys they could not remove anyway.
+class ErasableRunPrefixStore : public RunPrefixStore, public KeyEraser {
+ public:
+  ErasableRunPrefixStore(std::string prefix, std::shared_ptr<gloo::rendezvous::Store> base,
+                         std::function<void(const std::string&)> erase)
+      : RunPrefixStore(std::move(prefix), std::move(base)), erase_(std::move(erase)) {}
   void erase_key(const std::string& key) noexcept override {
     try {
       erase_(join(key));
@@ -167,9 +181,6 @@ class RunPrefixStore : public gloo::rendezvous::Store, public KeyEraser {
   }
 
  private:
-  std::string join(const std::string& key) const { return prefix_ + "/" + key; }
-  std::string prefix_;
-  std::shared_ptr<gloo::rendezvous::Store> base_;  // kept alive by the rendezvous that holds this store
   std::function<void(const std::string&)> erase_;
 };
 }  // namespace
@@ -207,7 +218,10 @@ RunStore::RunStore(const std::string& url, const std::string& run_id) : url_(url
     base_->store = std::move(redis);
   }
   Base* base = base_.get();
-  prefixed_ = std::make_shared<RunPrefixStore>(prefix_, base_, [base](const std::string& k) { base->erase(k); });
+  if (u.scheme == "file")
+    prefixed_ = std::make_shared<ErasableRunPrefixStore>(prefix_, base_, [base](const std::string& k) { base->erase(k); });
+  else
+    prefixed_ = std::make_shared<RunPrefixStore>(prefix_, base_);
 }
 
 RunStore::~RunStore() = default;

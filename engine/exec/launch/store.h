@@ -35,8 +35,8 @@ struct RendezvousUrl {
 RendezvousUrl parse_rendezvous_url(const std::string& url);
 
 /// The run's keys: `store` is the namespaced store (what gloo's connectFullMesh and the
-/// collectives' arrival keys use; it is also a KeyEraser, whose erase_key removes a key's file
-/// of a file store and does nothing for a Redis store, whose keys gloo cannot delete), `has(key)`
+/// collectives' arrival keys use; for a file store it is also a KeyEraser, whose erase_key
+/// removes a key's file; a Redis store's is not, gloo cannot delete its keys), `has(key)`
 /// tells without blocking whether a key of it is set.
 class RunStore {
  public:
