@@ -5,8 +5,11 @@
 #include <semaphore.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <csignal>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -22,10 +25,30 @@ std::atomic<bool> g_flight_on{false};
 sem_t g_stop_now;                          // posted by a second SIGINT / SIGTERM
 std::atomic<bool> g_stop_watched{false};   // stop_at_once_with was called
 std::atomic<unsigned> g_stopped_sigs{0};   // bit 1 << sig: on_stop handled a first `sig`
+// per signal number: CLOCK_MONOTONIC ns of the first one on_stop took (0: none yet)
+std::atomic<int64_t> g_first_ns[NSIG];
+
+int64_t monotonic_ns() {  // clock_gettime is async-signal-safe (POSIX)
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+// A copy of the first `sig` (coreutils timeout: one to the process, one to its process group),
+// not a second request: it came less than kOneStopRequestMs after the first.
+bool same_request(int sig, int64_t now_ns) {
+  const int64_t first = g_first_ns[sig].load();
+  return first != 0 && now_ns - first < int64_t{kOneStopRequestMs} * 1'000'000;
+}
 
 extern "C" void on_again(int sig) {
+  if (same_request(sig, monotonic_ns())) return;  // the first request's copy: it is under way
   std::signal(sig, SIG_DFL);  // a third one ends the process at once
-  sem_post(&g_stop_now);      // async-signal-safe
+  if (g_stop_watched) {
+    sem_post(&g_stop_now);  // async-signal-safe
+  } else {
+    std::raise(sig);  // async-signal-safe; blocked in this handler, delivered by the default action on return
+  }
 }
 
 void request_dump(int sig) {  // async-signal-safe: two lock-free atomic stores
@@ -35,12 +58,20 @@ void request_dump(int sig) {  // async-signal-safe: two lock-free atomic stores
 }
 
 extern "C" void on_stop(int sig) {
+  // The first of `sig` takes the time; another that comes before this one has re-armed the
+  // signal (on another thread) is on_again's case.
+  const int64_t now = monotonic_ns();
+  int64_t none = 0;
+  if (!g_first_ns[sig].compare_exchange_strong(none, now)) {
+    on_again(sig);
+    return;
+  }
   request_dump(sig);
   g_cancel = true;
   g_stopped_sigs.fetch_or(1u << sig);  // lock-free: async-signal-safe
-  // a second Ctrl-C (or SIGTERM) ends the process at once: by the default action, or after the
-  // run's stop_at_once_with callback
-  std::signal(sig, g_stop_watched ? on_again : SIG_DFL);
+  // a second Ctrl-C (or SIGTERM), kOneStopRequestMs or more after this one, ends the process at
+  // once: by the default action, or after the run's stop_at_once_with callback (on_again)
+  std::signal(sig, on_again);
   [[maybe_unused]] const auto n = write(STDERR_FILENO, g_said, std::strlen(g_said));  // async-signal-safe
 }
 

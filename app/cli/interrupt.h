@@ -15,8 +15,20 @@
 
 namespace embedscope::cli {
 
+/// Two copies of one signal number that come less than this apart are one request to stop
+/// (on_stop, interrupt.cpp): coreutils `timeout` sends its SIGTERM to the process and then to its
+/// process group, which holds the process, so a run got two in a row and "stopped at once"
+/// (exit 130) at random (tester50 F2). Machine-made copies come microseconds apart; the window
+/// also covers their handlers being a few scheduler time slices apart on a loaded machine
+/// (tens of ms). A person's deliberate second Ctrl-C, after the first one's line ("cancelling
+/// after the current step (Ctrl-C again stops at once)") appears, takes longer than half a second
+/// (reading the line); a faster double press is the same request, and one more press stops at once.
+inline constexpr int kOneStopRequestMs = 500;
+
 /// Installs the SIGINT handler and returns the flag it sets. `said` (a string literal: the
 /// handler writes it with write(2), which is async-signal-safe) is printed on the first Ctrl-C.
+/// A second SIGINT less than kOneStopRequestMs after the first is the same request (nothing
+/// more happens); a later one ends the process at once (the default action, or stop_at_once_with).
 std::atomic<bool>& cancel_on_sigint(const char* said);
 
 /// cancel_on_sigint, and SIGTERM (what Slurm, Kubernetes and CI time limits send) sets the same

@@ -93,6 +93,7 @@ struct SignalWhen {
   std::string text;
   std::function<bool(int pid)> ready;
   int poll_ms = 1;
+  int delay_ms = 0;  ///< once the condition holds, the signal waits this long (ms)
 };
 
 /// How run_signalled starts the child.
@@ -176,6 +177,7 @@ inline SignalledRun run_signalled(const std::string& exe, const std::vector<std:
         if (now) from = s.piped.size();
       }
       if (!now) return;
+      if (w.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(w.delay_ms));
       kill(child, sig);
       ++s.sent;
       ++next;
@@ -212,13 +214,23 @@ struct StoppedRun {
   std::string err;
 };
 
+/// How long stop_twice waits after the first signal's acknowledgement before its second: more
+/// than app/cli/interrupt.h's kOneStopRequestMs (500), within which a second copy of the signal is
+/// the same request (coreutils timeout sends two; tester50 F2), so that the second is a request of
+/// its own. A lower bound, not a measurement: the second signal comes at least this long after
+/// the first was handled.
+constexpr int kSecondStopRequestAfterMs = 600;
+
 /// Runs `cli` with `args` (no shell; stdout to the file `out`), reading its stderr: SIGTERM once it
 /// holds `first`, again once what it writes after that holds "cancelling after the current step"
-/// (the first signal acknowledged) - a second Ctrl-C / SIGTERM without timing (run_signalled). A
-/// pipe that cannot be made: nothing runs, `err` says so.
+/// (the first signal acknowledged) and kSecondStopRequestAfterMs have passed - a second Ctrl-C /
+/// SIGTERM, not a copy of the first (run_signalled). A pipe that cannot be made: nothing runs,
+/// `err` says so.
 inline StoppedRun stop_twice(const char* cli, const std::vector<std::string>& args, const std::string& out,
                              const std::string& first) {
-  const SignalledRun r = run_signalled(cli, args, SIGTERM, {{first}, {"cancelling after the current step"}}, {2, out});
+  SignalWhen second("cancelling after the current step");
+  second.delay_ms = kSecondStopRequestAfterMs;
+  const SignalledRun r = run_signalled(cli, args, SIGTERM, {{first}, second}, {2, out});
   return {r.status, r.sent, r.piped};
 }
 

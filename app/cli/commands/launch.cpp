@@ -23,10 +23,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -38,14 +40,17 @@
 #include <tuple>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "interrupt.h"
 #include "embedscope/engine/exec/launch/hosts_file.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/workload/lm_spec.h"
+#include "embedscope/engine/workload/spec.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/run_end.h"
@@ -63,12 +68,31 @@ using nlohmann::json;
 
 namespace {
 
+// Whether a SIGINT / SIGTERM to launch is a request of its own: not when it came less than
+// kOneStopRequestMs (interrupt.h) after the last one counted (`last`, CLOCK_MONOTONIC ns), e.g.
+// coreutils timeout's second copy, sent to launch's process group (tester50 F2); launch then
+// forwards one signal, not two, and the ranks cancel after their current step. Async-signal-safe.
+bool launch_new_request(std::atomic<int64_t>& last) {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  const int64_t now = static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+  const int64_t before = last.load();
+  if (before != 0 && now - before < int64_t{kOneStopRequestMs} * 1'000'000) return false;
+  last = now;
+  return true;
+}
+
 std::atomic<int> g_interrupts{0};
-extern "C" void on_launch_sigint(int) { g_interrupts.fetch_add(1); }
+std::atomic<int64_t> g_last_interrupt_ns{0}, g_last_term_ns{0};
+extern "C" void on_launch_sigint(int) {
+  if (launch_new_request(g_last_interrupt_ns)) g_interrupts.fetch_add(1);
+}
 // SIGTERM and SIGUSR1 to launch go on to every rank: each dumps its flight recorder (and
 // SIGTERM cancels it after its current step)
 std::atomic<int> g_terms{0}, g_usr1s{0};
-extern "C" void on_launch_sigterm(int) { g_terms.fetch_add(1); }
+extern "C" void on_launch_sigterm(int) {
+  if (launch_new_request(g_last_term_ns)) g_terms.fetch_add(1);
+}
 extern "C" void on_launch_sigusr1(int) { g_usr1s.fetch_add(1); }
 
 struct LaunchState {
@@ -248,6 +272,44 @@ std::string lm_workload_of(const std::vector<std::string>& args) {
   return "";
 }
 
+// The workload file among run's arguments, read once before any process starts (tester50 F12):
+// a missing or broken file is refused here with the error a single run gives (bad input, exit 2),
+// not by every rank after a rendezvous. Run's own parser finds it (its positional `workload`),
+// so that an option's value is never taken for the file; arguments run's parser refuses, and a
+// --preset, are left to the ranks, as before.
+void check_workload_file(const std::vector<std::string>& args) {
+  CLI::App probe;
+  const Command run = add_run_command(probe);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
+  reversed.push_back("run");
+  try {
+    probe.parse(reversed);
+  } catch (const CLI::ParseError&) {
+    return;
+  }
+  const CLI::Option* workload = run.app->get_option("workload");
+  if (workload->count() == 0) return;
+  const auto file = workload->as<std::string>();
+  if (!file.empty()) es::load_workload_file(file);  // throws SpecError: "FILE: cannot open: ..."
+}
+
+// Where launch's files at the end are this many or more, it says that it removes them before it
+// does (tester50 F7: minutes of silence while ~400,000 files of a run's keys went, which the ranks
+// no longer leave behind; a store left by a killed run still holds a few dozen).
+constexpr size_t kSayRemovingFiles = 1000;
+
+// Removes the rendezvous directory, first saying so (with its number of files) when it holds
+// kSayRemovingFiles files or more. Errors are ignored (a directory that cannot be removed stays).
+void remove_rendezvous_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  size_t files = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) ++files;
+  if (files >= kSayRemovingFiles)
+    fmt::print(stderr, "embedscope launch: removing the rendezvous folder {} ({} files)\n", dir, files);
+  fs::remove_all(dir, ec);
+}
+
 int cmd_launch(const LaunchState& s) {
   if (s.n < 1) throw es::SpecError("launch -n: give the number of processes, 1 or more");
   const ChildArgs ca = split_run_args(s.rest);
@@ -270,6 +332,7 @@ int cmd_launch(const LaunchState& s) {
                                           "it out", s.hosts_file, own));
     hosts = es::launch::place_ranks(es::launch::read_hosts_file(s.hosts_file), s.n, s.hosts_file);
   }
+  check_workload_file(ca.args);
   namespace fs = std::filesystem;
   if (fs::exists(ca.output) && !ca.overwrite)
     throw es::SpecError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
@@ -423,8 +486,8 @@ int cmd_launch(const LaunchState& s) {
   sigaction(SIGINT, &old_sa, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGUSR1, &old_usr1, nullptr);
+  remove_rendezvous_dir(dir);
   std::error_code ec;
-  fs::remove_all(dir, ec);
 
   int code = 0;
   json ranks = json::array();

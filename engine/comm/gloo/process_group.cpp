@@ -25,12 +25,14 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/tcp/pair.h>  // its gloo/common/memory.h: comm/gloo/vendor/ (engine/CMakeLists.txt)
 #include "embedscope/engine/comm/collective_math.h"
+#include "comm/gloo/key_eraser.h"
 
 namespace embedscope::engine {
 
 struct Rendezvous::Impl {
   std::shared_ptr<gloo::rendezvous::Store> store;
   std::function<bool(const std::string&)> has;  // is the key set? (never blocks)
+  KeyEraser* eraser = nullptr;                  // the store's key removal (null: keys are kept)
   std::string hostname = "127.0.0.1";
   std::mutex mu;
   std::shared_ptr<gloo::transport::Device> device;  // one TCP device (listener + loop) per process
@@ -56,6 +58,47 @@ class StoreRendezvous : public Rendezvous {
 std::string arrival_key(const std::string& group, uint64_t seq, int rank) {
   return fmt::format("{}/arrive/{}/{}", group, seq, rank);
 }
+
+// The arrival keys a member of a group holds in the store (tester50 F7: a file store kept every
+// key of every collective until the run ended, ~12 files a step). A member reads the arrival keys
+// of collective s of its peers only inside its own collective s (the missing ranks of a failed
+// collective; the paced collective's figures after it completed), and it sets its own key of
+// s + 1 only after its collective s returned. So once every member's key of `seq` is set, no
+// member reads a key of an earlier collective of the group any more, and this member removes its
+// own keys of them: what the store holds stays at about one key per member and group (the last
+// collective's; one more while a peer's key of it is not seen yet), whatever the number of steps.
+// A member never removes a peer's key, nor its own key of `seq` itself (a peer may still be
+// inside that collective). `all_seen`: the caller read every member's key of `seq` already.
+// `own`: this member's keys still in the store (their sequence numbers); `seq` is added to it.
+void release_arrival_keys(Rendezvous::Impl& rv, const std::string& group, int size, int me, uint64_t seq,
+                          bool all_seen, std::vector<uint64_t>& own) noexcept {
+  if (!rv.eraser) return;  // a store that cannot remove keys keeps them all, as before
+  try {
+    own.push_back(seq);
+    bool all = true;
+    if (!all_seen)
+      for (int r = 0; r < size && all; ++r) all = r == me || rv.has(arrival_key(group, seq, r));
+    if (!all) return;  // a peer's key not seen yet (a collective that completes without it): later
+    for (const uint64_t s : own)
+      if (s != seq) rv.eraser->erase_key(arrival_key(group, s, me));
+    own.assign(1, seq);
+  } catch (const std::exception&) {  // the store could not be read: the keys stay
+  }
+}
+
+// The in-process store (ranks that are threads of one process): gloo's HashStore with a
+// non-blocking check and key removal.
+class InProcessStore : public gloo::rendezvous::HashStore, public KeyEraser {
+ public:
+  bool has(const std::string& key) {
+    std::lock_guard<std::mutex> lock(m_);
+    return map_.count(key) != 0;
+  }
+  void erase_key(const std::string& key) noexcept override {
+    std::lock_guard<std::mutex> lock(m_);
+    map_.erase(key);
+  }
+};
 
 // A non-null pointer for zero-sized buffers (Gloo rejects null).
 char g_empty[8];
@@ -191,15 +234,9 @@ size_t total(std::span<const int64_t> counts) {
 }  // namespace
 
 std::shared_ptr<Rendezvous> Rendezvous::in_process() {
-  auto store = std::make_shared<gloo::rendezvous::HashStore>();
-  return over_store(store, [store](const std::string& key) {
-    try {
-      store->wait({key}, std::chrono::milliseconds(1));
-      return true;
-    } catch (const std::exception&) {
-      return false;
-    }
-  }, "127.0.0.1");
+  auto store = std::make_shared<InProcessStore>();
+  // the store's own lookup: HashStore's wait would hold a missing key's check for 1 ms
+  return over_store(store, [s = store.get()](const std::string& key) { return s->has(key); }, "127.0.0.1");
 }
 
 std::shared_ptr<Rendezvous> Rendezvous::over_store(std::shared_ptr<gloo::rendezvous::Store> store,
@@ -207,6 +244,7 @@ std::shared_ptr<Rendezvous> Rendezvous::over_store(std::shared_ptr<gloo::rendezv
   auto rv = std::make_shared<StoreRendezvous>();
   rv->impl_.store = std::move(store);
   rv->impl_.has = std::move(has);
+  rv->impl_.eraser = dynamic_cast<KeyEraser*>(rv->impl_.store.get());  // a store that can remove keys
   rv->impl_.hostname = std::move(hostname);
   return rv;
 }
@@ -215,6 +253,7 @@ std::string Rendezvous::device_address() { return impl().get_device()->str(); }
 
 struct ProcessGroup::Impl {
   std::shared_ptr<gloo::rendezvous::Context> ctx;
+  std::vector<uint64_t> own_keys;  // this member's arrival keys still in the store (release_arrival_keys)
 };
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Rendezvous> rv, std::string name, std::vector<int> members,
@@ -400,6 +439,7 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
     }
     std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(release_ns)));
   }
+  release_arrival_keys(rimpl, name_, size(), group_rank_, seq, emulate, impl_->own_keys);
   if (flight_) flight_->completed(flight);
   if (observer_) {
     sessions::CollectiveRecord r;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include <functional>
 #include <mutex>
@@ -13,10 +14,10 @@
 #include <gloo/common/error.h>
 #include <gloo/common/string.h>
 #include <gloo/rendezvous/file_store.h>
-#include <gloo/rendezvous/prefix_store.h>
 #define HIREDIS_NESTED_INCLUDE 1
 #include <gloo/rendezvous/redis_store.h>
 
+#include "comm/gloo/key_eraser.h"
 #include "embedscope/engine/workload/spec_error.h"
 
 namespace embedscope::engine::launch {
@@ -87,6 +88,7 @@ struct RunStore::Base : gloo::rendezvous::Store {
   std::function<bool(const std::string&)> check;
   std::function<std::vector<std::string>()> own_files;     // file store: the files of the keys set here
   std::function<std::string(const std::string&)> path_of;  // file store: a key's file
+  std::function<void(const std::string&)> forget;          // file store: a removed file off the key list
   std::mutex mu;
   void set(const std::string& key, const std::vector<char>& data) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -100,6 +102,15 @@ struct RunStore::Base : gloo::rendezvous::Store {
   bool has(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu);
     return check(key);
+  }
+  // file store: removes the key's file (and its entry in FileStore's list of the keys set here,
+  // which would otherwise grow by one string a collective); nothing for a Redis store
+  void erase(const std::string& key) {
+    if (!path_of) return;
+    std::lock_guard<std::mutex> lock(mu);
+    const std::string path = path_of(key);
+    ::unlink(path.c_str());
+    forget(path);
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
   // polls, so that the lock is not held while waiting
@@ -121,6 +132,56 @@ struct Files : gloo::rendezvous::FileStore {
   using FileStore::FileStore;
   bool has(const std::string& key) { return check({key}); }
   std::string path_of(const std::string& key) { return objectPath(key); }
+  // drops `path` from the list of the files set here (getAllKeyFilePaths); the latest first:
+  // a removed key is one of the last few set
+  void forget(const std::string& path) {
+    for (auto it = keyFilePaths_.rbegin(); it != keyFilePaths_.rend(); ++it)
+      if (*it == path) {
+        keyFilePaths_.erase(std::next(it).base());
+        return;
+      }
+  }
+};
+
+// The run's keys under "<prefix>/" (what gloo's PrefixStore does, with the same joined names).
+class RunPrefixStore : public gloo::rendezvous::Store {
+ public:
+  RunPrefixStore(std::string prefix, std::shared_ptr<gloo::rendezvous::Store> base)
+      : prefix_(std::move(prefix)), base_(std::move(base)) {}
+  void set(const std::string& key, const std::vector<char>& data) override { base_->set(join(key), data); }
+  std::vector<char> get(const std::string& key) override { return base_->get(join(key)); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> joined;
+    for (const auto& k : keys) joined.push_back(join(k));
+    base_->wait(joined, timeout);
+  }
+
+ protected:
+  std::string join(const std::string& key) const { return prefix_ + "/" + key; }
+
+ private:
+  std::string prefix_;
+  std::shared_ptr<gloo::rendezvous::Store> base_;  // kept alive by the rendezvous that holds this store
+};
+
+// A file store's run keys, which can be removed (KeyEraser: the collectives' arrival keys once no
+// member reads them, comm/gloo/process_group.cpp). A Redis store's is a plain RunPrefixStore, so
+// that the collectives do not ask it for keys they could not remove anyway.
+class ErasableRunPrefixStore : public RunPrefixStore, public KeyEraser {
+ public:
+  ErasableRunPrefixStore(std::string prefix, std::shared_ptr<gloo::rendezvous::Store> base,
+                         std::function<void(const std::string&)> erase)
+      : RunPrefixStore(std::move(prefix), std::move(base)), erase_(std::move(erase)) {}
+  void erase_key(const std::string& key) noexcept override {
+    try {
+      erase_(join(key));
+    } catch (const std::exception&) {  // the file stays, as every key did before
+    }
+  }
+
+ private:
+  std::function<void(const std::string&)> erase_;
 };
 }  // namespace
 
@@ -141,6 +202,7 @@ RunStore::RunStore(const std::string& url, const std::string& run_id) : url_(url
     base_->check = [f](const std::string& k) { return f->has(k); };
     base_->own_files = [f] { return f->getAllKeyFilePaths(); };
     base_->path_of = [f](const std::string& k) { return f->path_of(k); };
+    base_->forget = [f](const std::string& path) { f->forget(path); };
     base_->store = std::move(files);
   } else {
     if (!u.path.empty()) prefix_ = u.path + "/" + prefix_;
@@ -155,7 +217,11 @@ RunStore::RunStore(const std::string& url, const std::string& run_id) : url_(url
     base_->check = [r](const std::string& k) { return r->check({k}); };
     base_->store = std::move(redis);
   }
-  prefixed_ = std::make_shared<gloo::rendezvous::PrefixStore>(prefix_, *base_);
+  Base* base = base_.get();
+  if (u.scheme == "file")
+    prefixed_ = std::make_shared<ErasableRunPrefixStore>(prefix_, base_, [base](const std::string& k) { base->erase(k); });
+  else
+    prefixed_ = std::make_shared<RunPrefixStore>(prefix_, base_);
 }
 
 RunStore::~RunStore() = default;
@@ -177,14 +243,15 @@ bool RunStore::remove_own_keys(const std::vector<std::string>& keep) {
   std::vector<std::string> kept;
   for (const auto& k : keep) kept.push_back(base_->path_of(prefix_ + "/" + k));
   for (const auto& f : base_->own_files())
-    if (std::find(kept.begin(), kept.end(), f) == kept.end()) ::unlink(f.c_str());
+    if (std::find(kept.begin(), kept.end(), f) == kept.end()) {
+      ::unlink(f.c_str());
+      base_->forget(f);
+    }
   return true;
 }
 
 void RunStore::remove_keys(const std::vector<std::string>& keys) {
-  if (!base_->path_of) return;
-  std::lock_guard<std::mutex> lock(base_->mu);
-  for (const auto& k : keys) ::unlink(base_->path_of(prefix_ + "/" + k).c_str());
+  for (const auto& k : keys) base_->erase(prefix_ + "/" + k);
 }
 
 std::vector<size_t> RunStore::wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) const {

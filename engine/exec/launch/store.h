@@ -1,9 +1,12 @@
 #pragma once
 // The rendezvous store of a run of one rank per process: a gloo FileStore in a directory that
-// every rank sees, or a gloo RedisStore (a Redis server every rank reaches), under a gloo
-// PrefixStore of the run id, so that the keys of an earlier run
-// in the same directory are never read (another run id) or are refused (the same run id: the
-// rank's claim key exists already; handshake.h). Internal to the engine.
+// every rank sees, or a gloo RedisStore (a Redis server every rank reaches), under a prefix of
+// the run id (as gloo's PrefixStore joins it: "embedscope/<run_id>/<key>"), so that the keys of
+// an earlier run in the same directory are never read (another run id) or are refused (the same
+// run id: the rank's claim key exists already; handshake.h). A file store's keys can be removed
+// (comm/gloo/key_eraser.h): the collectives' arrival keys are, once no rank reads them any more
+// (comm/gloo/process_group.cpp), so that the directory does not grow with the steps (tester50
+// F7). Internal to the engine.
 
 #include <chrono>
 #include <memory>
@@ -32,7 +35,9 @@ struct RendezvousUrl {
 RendezvousUrl parse_rendezvous_url(const std::string& url);
 
 /// The run's keys: `store` is the namespaced store (what gloo's connectFullMesh and the
-/// collectives' arrival keys use), `has(key)` tells without blocking whether a key of it is set.
+/// collectives' arrival keys use; for a file store it is also a KeyEraser, whose erase_key
+/// removes a key's file; a Redis store's is not, gloo cannot delete its keys), `has(key)`
+/// tells without blocking whether a key of it is set.
 class RunStore {
  public:
   /// Opens the store of `url` with every key under "embedscope/<run_id>" (redis with a prefix:
@@ -55,7 +60,8 @@ class RunStore {
   /// list), except those of `keep`; returns false (nothing removed) for a Redis store, whose
   /// keys gloo cannot delete. Call only when no other rank reads them any more.
   bool remove_own_keys(const std::vector<std::string>& keep);
-  /// File store: removes the files of `keys` (set by any rank); nothing for a Redis store.
+  /// File store: removes the files of `keys` (set by any rank; a key not set is skipped);
+  /// nothing for a Redis store.
   void remove_keys(const std::vector<std::string>& keys);
   /// Polls (every ms) until every key is set or `timeout` has passed; returns the indices into
   /// `keys` of those still missing (empty: all set).

@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "interrupt.h"
 
@@ -52,6 +54,8 @@ TEST(Fixc48Interrupt, ASecondSignalAfterAFirstThatCameBeforeTheStopHandlingStill
     raise(SIGTERM);  // the first: handled, cancels
     if (!cancel) _exit(4);
     fixc48_cli::stop_at_once_with(fixc48_at_stop);
+    // the second, a request of its own (tester50 F2: a copy within kOneStopRequestMs is the first's)
+    std::this_thread::sleep_for(std::chrono::milliseconds(fixc48_cli::kOneStopRequestMs + 100));
     raise(SIGTERM);  // the second: at_stop, then exit 130
     for (;;) pause();
   });
@@ -68,6 +72,7 @@ TEST(Fixc48Interrupt, TheRunsOrderHandlesTheSecondSignalFromTheFirst) {
     fixc48_cli::stop_at_once_with(fixc48_at_stop);
     fixc48_cli::cancel_on_sigint("first\n");
     raise(SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(fixc48_cli::kOneStopRequestMs + 100));
     raise(SIGINT);
     for (;;) pause();
   });
