@@ -150,6 +150,23 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
     d.text = reads_zero ? std::string("0.0 points") : fmt::format("{}{:.1f} points", sign, *d.diff);
     return d;
   }
+  // the values shown differ while their difference rounds to zero (tester50 F12: loss 0.66410 vs
+  // 0.66409, "0.00000"): the difference with the decimals it needs (up to 12), sign included,
+  // "-0.000003 (-0.0004 %)"
+  const int decimals = f == CompareFigure::Loss ? 5 : f == CompareFigure::HeldOutAuc ? 4 : 2;
+  const bool fixed = !is_duration(f) && !is_percent(f) && f != CompareFigure::Throughput &&
+                     f != CompareFigure::PeakAllocated && f != CompareFigure::PeakReserved;
+  if (reads_zero && fixed && *d.diff != 0 &&
+      compare_value_text(f, *a, base.rate.unit) != compare_value_text(f, *b, base.rate.unit)) {
+    int more = decimals + 1;
+    while (more < 12 && fmt::format("{:.{}f}", std::abs(*d.diff), more) == fmt::format("{:.{}f}", 0.0, more)) ++more;
+    d.text = fmt::format("{}{:.{}f}", *d.diff > 0 ? "+" : "-", std::abs(*d.diff), more);
+    if (*a != 0) {
+      d.percent = 100 * *d.diff / *a;
+      d.text += fmt::format(" ({}{:.1g} %)", *d.diff > 0 ? "+" : "", *d.percent);
+    }
+    return d;
+  }
   if (reads_zero) {
     d.text = compare_value_text(f, 0.0, base.rate.unit);
     if (*a != 0) {

@@ -346,8 +346,8 @@ TEST(Cli, PipelineQcommsAndNetworkFlags) {
               nlohmann::json::parse(R"({"intra_node": {"latency_ns": 1000}, "inter_node": {"latency_ns": 1000}})"));
     const Result stats = cli("stats " + db);  // stats says how the session was run
     EXPECT_NE(stats.out.find("pipeline     sparse_dist; qcomms forward " + p + " backward " + p +
-                             "\nnetwork      intra_node unlimited bandwidth, 1000 ns latency; inter_node unlimited "
-                             "bandwidth, 1000 ns latency\n"),
+                             "\nnetwork      intra_node unlimited bandwidth, 1.00 us latency; inter_node unlimited "
+                             "bandwidth, 1.00 us latency\n"),
               std::string::npos) << stats.out;
     const auto sj = nlohmann::json::parse(cli("stats --json " + db).out);
     EXPECT_EQ(sj["pipeline"], "sparse_dist");

@@ -2,6 +2,8 @@
 // clusters of growing size, per sharding type: step time, throughput, weak-scaling efficiency,
 // the embedding communication share of the step, memory per GPU.
 
+#include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -98,17 +100,29 @@ int cmd_scaling(ScalingState& s) {
     };
   }
   const auto points = es::run_scaling_study(spec, o);
+  // a point whose session could not be written (a full disk) fails the study: exit 1, after its
+  // table, naming the file, the reason and the sessions that were written (tester50 F5: exit 2
+  // with SQLite's bare text at the first point, exit 0 at a later one)
+  const auto failed = std::find_if(points.begin(), points.end(), [](const es::ScalingPoint& p) { return p.write_failed; });
+  const auto write_failure = [&] {
+    std::string written;
+    for (const auto& p : points)
+      if (!p.session_path.empty()) written += (written.empty() ? "" : ", ") + p.session_path;
+    fmt::print(stderr, "error: scaling: {} at {} GPUs: {}\nsessions written: {}\n", es::to_string(failed->sharding),
+               failed->gpus, failed->error, written.empty() ? "none" : written);
+    return 1;
+  };
   if (s.json) {
     const json j = es::to_json(es::ScalingStudy{spec.name, hw.name, per_node, spec.batch_size, spec.steps, points});
     std::cout << dump(j) << "\n";
-    return 0;
+    return failed != points.end() ? write_failure() : 0;
   }
   std::cout << "scaling: samples/s per GPU over that of the first size that ran, per sharding type (100% = perfect weak "
                "scaling); emb comm: the input, output and gradient dists' share of the step (EMBark's figure), comm: "
                "every collective's; placed by: the planner's placement of that sharding type (time: by estimated time, LPT; bytes: "
                "largest tables first onto the fewest bytes, when its estimate was shorter); all SIMULATED\n";
   if (!s.output.empty()) std::cout << "sessions: " << s.output << "/<sharding>_<gpus>.db\n";
-  return 0;
+  return failed != points.end() ? write_failure() : 0;
 }
 
 }  // namespace

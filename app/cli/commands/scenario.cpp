@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "embedscope/engine/exec/scenario_run.h"
+#include "embedscope/engine/exec/write_room.h"
 #include "embedscope/engine/workload/scenario.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/analysis/noise.h"
@@ -123,6 +124,20 @@ std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& ro
                      f.held_out_auc_se ? fmt::format("{:.4f}", *f.held_out_auc_se) : "-", vs, run.label);
 }
 
+
+// After the table: the run whose session could not be written, and the sessions that were
+// (tester50 F5). Nothing when every write succeeded.
+void say_write_failure(const std::string& failure, std::optional<size_t> failed, const std::vector<ScenarioRow>& rows) {
+  if (failure.empty()) return;
+  std::string written;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].figures)
+      written += fmt::format("{}run {} ({}{})", written.empty() ? "" : ", ", i, rows[i].session,
+                             failed && *failed == i ? ", its steps before the failure" : "");
+  fmt::print(stderr, "error: scenario: the session of {}\nsessions written: {}\n", failure,
+             written.empty() ? "none" : written);
+}
+
 int cmd_scenario(const ScenarioState& s) {
   if (s.list) return cmd_scenario_list(s);
   if (s.scenario.empty()) throw es::SpecError("scenario: give a scenario NAME or FILE.json (built in: --list)");
@@ -153,12 +168,15 @@ int cmd_scenario(const ScenarioState& s) {
   fmt::print(stderr, "embedscope scenario: {} ({}), {} runs into {}\n", sc.id, sc.origin, sc.runs.size(), s.output);
   std::vector<ScenarioRow> rows(sc.runs.size());
   int exit_code = 0;
+  std::optional<size_t> write_failed_at;  // the run whose session could not be written: no run after it
+  std::string write_failure;
   for (size_t i = 0; i < sc.runs.size(); ++i) {
     const es::ScenarioRun& run = sc.runs[i];
     ScenarioRow& row = rows[i];
     row.session = paths[i];
-    if (cancel) {
-      row.error = "not run (cancelled)";
+    if (cancel || write_failed_at) {
+      row.error = write_failed_at ? fmt::format("not run (run {}'s session could not be written)", *write_failed_at)
+                                  : "not run (cancelled)";
       continue;
     }
     fmt::print(stderr, "run {}/{}: {} ({}, {} steps on {} ranks) -> {}\n", i + 1, sc.runs.size(), run.label, run_kind(run),
@@ -184,8 +202,23 @@ int cmd_scenario(const ScenarioState& s) {
                                                : "");
     stop.set_session(paths[i]);
     opt.on_step = step_progress_lines(lines);
-    const es::ScenarioRunOutcome out = es::run_scenario_run(run, opt);
+    es::ScenarioRunOutcome out;
+    try {
+      out = es::run_scenario_run(run, opt);
+    } catch (const sessions::SessionError& e) {
+      // the session file could not be made or its first records not written (a full disk:
+      // tester50 F5 read SQLite's bare text, exit 2, and no table); the path was checked above
+      out.ended = es::RunEnd::write_failed;
+      out.error = fmt::format("{}{}; nothing was recorded", e.what(), es::session_room_note(paths[i]));
+      out.bad_input = false;
+    }
     stop.set_session("");  // ended: a stop now leaves its session as it ended
+    if (out.ended == es::RunEnd::write_failed) {
+      if (out.error.find("; its file system has") == std::string::npos) out.error += es::session_room_note(paths[i]);
+      write_failed_at = i;
+      write_failure = out.error.find(paths[i]) != std::string::npos ? fmt::format("run {}: {}", i, out.error)
+                                                                    : fmt::format("run {} ({}): {}", i, paths[i], out.error);
+    }
     if (tty) fmt::print(stderr, "\n");
     row.error = out.error;
     row.bad_input = out.bad_input;
@@ -193,6 +226,7 @@ int cmd_scenario(const ScenarioState& s) {
       fmt::print(stderr, "  run ended {}: {}\n", es::to_string(out.ended), out.error);
       exit_code = std::max(exit_code, out.bad_input ? 2 : 1);
     }
+    if (!std::filesystem::exists(paths[i]) && out.ended == es::RunEnd::write_failed) continue;  // nothing recorded
     try {
       row.figures = es::scenario_figures(run, sessions::SessionReader(paths[i]));
     } catch (const std::exception& e) {  // the run left no readable session
@@ -213,6 +247,7 @@ int cmd_scenario(const ScenarioState& s) {
     std::cout << dump(json{{"scenario", sc.id}, {"title", sc.title}, {"origin", sc.origin}, {"output", s.output},
                            {"runs", runs}})
               << "\n";
+    say_write_failure(write_failure, write_failed_at, rows);
     return exit_code;
   }
   std::cout << fmt::format("scenario {}: {}\n\n", sc.id, sc.title);
@@ -230,6 +265,7 @@ int cmd_scenario(const ScenarioState& s) {
                "difference from run 0's, 'noise' when within 2 x sqrt(SE^2 + SE0^2) (the held-out sample's chance)\n";
   std::cout << fmt::format("sessions: {}/{}-N.db (embedscope-ui --scenario {} --scenario-sessions {})\n", s.output, sc.id,
                            s.scenario, s.output);
+  say_write_failure(write_failure, write_failed_at, rows);
   return exit_code;
 }
 

@@ -25,6 +25,22 @@ std::string preset_list_text() {
                      fmt::join(es::lm_preset_names(), ", "));
 }
 
+namespace {
+/// A link bandwidth in bytes/s from 1 to `max`, said as "--network-bandwidth: 0 bytes/s is out of
+/// range: give 1 to 1.13e+15 bytes/s, e.g. 1e9" (tester50 F12: CLI::Range said "Value 0 not in
+/// range 1.000000 to 1125899906842624.000000"). After CLI::Number and kNotNan.
+CLI::Validator bandwidth_range(double max) {
+  return CLI::Validator(
+      [max](std::string& text) -> std::string {
+        double v = 0;
+        if (CLI::detail::lexical_cast(text, v) && !(v >= 1.0 && v <= max))
+          return fmt::format("{} bytes/s is out of range: give 1 to {:.3g} bytes/s, e.g. 1e9", text, max);
+        return "";
+      },
+      "", "BANDWIDTH_RANGE");
+}
+}  // namespace
+
 void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   const std::string names = preset_list_text();
   a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
@@ -78,7 +94,7 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
       cmd->add_option("--network-bandwidth", a.network_bandwidth,
                       "Emulated link bandwidth in bytes/s, within and across nodes "
                       "(network.intra_node/inter_node.bandwidth_bytes_per_s), e.g. 1e9")
-          ->check(CLI::Number)->check(kNotNan)->check(CLI::Range(1.0, static_cast<double>(es::kMaxBandwidthBytesPerS)));
+          ->check(CLI::Number)->check(kNotNan)->check(bandwidth_range(static_cast<double>(es::kMaxBandwidthBytesPerS)));
   a.given["--network-latency"] =
       cmd->add_option("--network-latency", a.network_latency,
                       "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns)")

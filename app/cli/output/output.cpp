@@ -34,7 +34,12 @@ std::string network_text(const es::NetworkSpec& n) {
     };
     const std::string bw = l.bandwidth_bytes_per_s > 0 ? rate(static_cast<double>(l.bandwidth_bytes_per_s))
                                                        : std::string("unlimited bandwidth");
-    return fmt::format("{}, {} ns latency", bw, l.latency_ns);
+    // the latency in the unit it reaches, as durations read elsewhere (tester50 F12: "1000000 ns")
+    const double lat = static_cast<double>(l.latency_ns);
+    const std::string latency = l.latency_ns < 1000        ? fmt::format("{} ns", l.latency_ns)
+                                : l.latency_ns < 1'000'000 ? fmt::format("{:.2f} us", lat / 1e3)
+                                                           : ms(lat);
+    return fmt::format("{}, {} latency", bw, latency);
   };
   return fmt::format("intra_node {}; inter_node {}", link(n.intra_node), link(n.inter_node));
 }

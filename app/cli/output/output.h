@@ -22,7 +22,8 @@ std::string dump(const nlohmann::json& j);
 std::string ms(double ns);
 std::string ms(int64_t ns);
 
-/// One line: "intra_node 1.00 GB/s, 5000 ns latency; inter_node unlimited".
+/// One line: "intra_node 1 GB/s, 5.00 us latency; inter_node unlimited" (a latency in ns below
+/// 1 us, in us below 1 ms, else in ms: tester50 F12).
 std::string network_text(const engine::NetworkSpec& n);
 
 /// The overlap settings of a workload, two lines ending in '\n':

@@ -4,19 +4,25 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/exec/write_room.h"
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/stats.h"
+#include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::engine {
 
 namespace {
+
 // the steady-state steps' median: the pipeline's drain steps left out (tester46 F21), the
 // nearest-rank p50 that run and stats print (tester46 F13)
 int64_t median(const std::vector<int64_t>& step_times, PipelineKind pipeline) {
@@ -92,6 +98,7 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
                                       "(--force-overwrite)", session_of(type, gpus)));
   if (!o.session_dir.empty()) std::filesystem::create_directories(o.session_dir);
   std::vector<ScalingPoint> out;
+  std::optional<std::string> write_failed_at;  // the point whose session could not be written
   for (ShardingType type : o.shardings) {
     double first_per_gpu = 0;  // samples/s per GPU of this type's first point that ran
     for (int gpus : sizes) {
@@ -108,8 +115,9 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
       spec.sharding.local_world_size = local;
       spec.sharding.default_type = type;
       spec.sharding.per_table.clear();
-      if (o.cancel && o.cancel->load()) {  // Ctrl-C / SIGTERM: the points after it are not run
-        p.error = "not run (cancelled)";
+      if (write_failed_at || (o.cancel && o.cancel->load())) {  // Ctrl-C / SIGTERM: the points after it are not run
+        p.error = write_failed_at ? fmt::format("not run ({}'s session could not be written)", *write_failed_at)
+                                  : "not run (cancelled)";
         if (o.on_point) o.on_point(p);
         out.push_back(std::move(p));
         continue;
@@ -150,6 +158,8 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
           p.error = r.error.empty() ? "cancelled" : fmt::format("cancelled: {}", r.error);
         } else if (r.ended != RunEnd::complete) {
           p.error = fmt::format("{}: {}", to_string(r.ended), r.error);
+          p.write_failed = r.ended == RunEnd::write_failed;
+          if (p.write_failed) p.error += session_room_note(p.session_path);
         } else {
           p.step_time_ns = median(r.step_time_ns, spec.pipeline);
           p.samples_per_s = p.step_time_ns > 0 ? static_cast<double>(r.samples_per_step) * 1e9 / static_cast<double>(p.step_time_ns) : 0;
@@ -161,7 +171,13 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
         }
       } catch (const SpecError& e) {
         p.error = e.what();
+      } catch (const sessions::SessionError& e) {
+        // the session file could not be made or its first records not written (a full disk:
+        // tester50 F5 read the bare SQLite text, exit 2); the path was checked above
+        p.error = fmt::format("write_failed: {}{}; nothing was recorded", e.what(), session_room_note(p.session_path));
+        p.write_failed = true;
       }
+      if (p.write_failed) write_failed_at = fmt::format("{} {}", to_string(type), gpus);
       if (!p.error.empty()) {
         p.error = abbreviate(p.error);
         p.session_path.clear();
@@ -182,6 +198,7 @@ nlohmann::json to_json(const ScalingStudy& st) {
     nlohmann::json q = {{"sharding", to_string(p.sharding)}, {"gpus", p.gpus}, {"nodes", p.nodes}};
     if (!p.error.empty()) {
       q["error"] = p.error;
+      if (p.write_failed) q["write_failed"] = true;
     } else {
       q.update({{"step_time_ns", p.step_time_ns},
                 {"samples_per_s", p.samples_per_s},
@@ -237,6 +254,7 @@ ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string&
     p.nodes = get(q, ptr, "nodes", V::number_integer).get<int>();
     if (q.contains("error")) {
       p.error = get(q, ptr, "error", V::string).get<std::string>();
+      p.write_failed = q.contains("write_failed") && q["write_failed"].is_boolean() && q["write_failed"].get<bool>();
     } else {
       p.step_time_ns = get(q, ptr, "step_time_ns", V::number_integer).get<int64_t>();
       p.samples_per_s = get(q, ptr, "samples_per_s", V::number_float).get<double>();

@@ -40,10 +40,34 @@ KernelClass kernel_class(std::string_view n) {
 }
 
 namespace {
+// FBGEMM's table-batched embedding (TBE) and TorchRec's helpers, by the names their kernels and
+// ops have in pytorch/FBGEMM fbgemm_gpu (checked against the trace_diff_test trace of HTA;
+// tester50 F6: 37.5 ms of them were dense beside 27.5 ms of lookup kernels):
+//   input      permute_2D_lengths_kernel, permute_indices_weights_kernel, permute_pooled_embs_kernel
+//              (fbgemm::permute_sparse_features / permute_pooled_embs), bucketize kernels, and
+//              recat_copy_async_kernel (fbgemm::recat_embedding_grad_output_mixed_D_batch: the
+//              pooled embeddings' gradient regrouped at the all-to-all,
+//              include/fbgemm_gpu/layout_transform_ops.cuh)
+//   optimizer  the TBE backward (names with "embedding" and "backward", FBGEMM fuses the optimizer
+//              into it, incl. ..._find_long_segments), linearize_index_kernel (and its host op
+//              transpose_embedding_input, src/split_embeddings_utils/transpose_embedding_input.cu:
+//              the ids linearized and radix-sorted before the backward),
+//              split_embedding_codegen_grad_indice_weights_kernel (the per-sample weights'
+//              gradient of a weighted TBE), and the autograd node of the lookup
+//              (CppNode<SplitLookupFunction_*>: every kernel its backward launches)
+//   lookup     the TBE forward (names with "embedding" and "forward"), bounds_check_indices_kernel
+//              (fbgemm::bounds_check_indices, FBGEMM's embedding_bounds_check*.cu, run by the TBE
+//              forward on its ids) and _offsets_range_cuda_kernel (fbgemm::offsets_range,
+//              the position-weighted features' offsets before the lookup)
 bool embedding_category(std::string_view n, OpCategory& out) {
   if (has(n, "embedding") && has(n, "forward")) return out = OpCategory::lookup, true;
   if (has(n, "embedding") && has(n, "backward")) return out = OpCategory::optimizer, true;
-  if (has(n, "permute") || has(n, "bucketize")) return out = OpCategory::input, true;
+  if (has(n, "permute") || has(n, "bucketize") || has(n, "recat_")) return out = OpCategory::input, true;
+  if (has(n, "linearize_index") || has(n, "transpose_embedding_input") || has(n, "grad_indice_weights") ||
+      has(n, "CppNode<SplitLookupFunction"))
+    return out = OpCategory::optimizer, true;
+  if (has(n, "bounds_check_indices") || has(n, "offsets_range") || starts(n, "SplitLookupFunction"))
+    return out = OpCategory::lookup, true;
   return false;
 }
 }  // namespace

@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -271,6 +272,44 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       }
       return -1;
     };
+    // --- the embedding side's category of each launch, from the host ops around it (tester50 F6):
+    // a generic kernel (cub's radix sort and scan, ATen's fill) launched inside a TBE or TorchRec
+    // op takes that op's category (host_op_category's lookup / optimizer / input), the outermost such op winning (a
+    // cumsum inside permute_sparse_features is the input dist's); -1 where none holds it
+    std::vector<int8_t> launch_category(tr.events.size(), -1);
+    {
+      std::unordered_map<uint32_t, std::vector<uint32_t>> host_on_lane;
+      for (uint32_t i = 0; i < tr.events.size(); ++i) {
+        const Event& e = tr.events[i];
+        if ((e.kind == EventKind::cpu || (e.kind == EventKind::runtime && e.correlation)) && !e.unfinished)
+          host_on_lane[e.lane].push_back(i);
+      }
+      for (auto& [lane, v] : host_on_lane) {
+        // parents before their children: by start, the longer first, a host op before a launch
+        std::sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) {
+          const Event &x = tr.events[a], &y = tr.events[b];
+          if (x.ts != y.ts) return x.ts < y.ts;
+          if (x.end != y.end) return x.end > y.end;
+          return x.kind == EventKind::cpu && y.kind != EventKind::cpu;
+        });
+        std::vector<std::pair<int64_t, int8_t>> enclosing;  // (end, inherited category) of the enclosing host ops
+        for (uint32_t i : v) {
+          const Event& e = tr.events[i];
+          while (!enclosing.empty() && enclosing.back().first <= e.ts) enclosing.pop_back();
+          int8_t c = enclosing.empty() ? -1 : enclosing.back().second;
+          if (e.kind == EventKind::runtime) {
+            launch_category[i] = c;
+            continue;
+          }
+          if (c < 0) {  // host_op_category's lookup / optimizer / input: the name rules of kernels
+            const OpCategory own = host_op_category(names.text(e.name));
+            if (own == OpCategory::lookup || own == OpCategory::optimizer || own == OpCategory::input)
+              c = static_cast<int8_t>(own);
+          }
+          enclosing.emplace_back(e.end, c);
+        }
+      }
+    }
     // --- ops
     std::vector<OpEvent> ops;
     ops.reserve(tr.events.size());
@@ -304,6 +343,9 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
         o.category = e.category_from_args ? static_cast<OpCategory>(e.cat_category) : category(e.name, copy ? 1 : 0, nm);
         if (copy) o.bytes = e.bytes;
         auto l = e.correlation ? launch.find(e.correlation) : launch.end();
+        if (o.category == OpCategory::dense && !e.category_from_args && l != launch.end() &&
+            launch_category[l->second] >= 0)
+          o.category = static_cast<OpCategory>(launch_category[l->second]);
         o.step = l != launch.end() ? step_of(tr.events[l->second].ts) : -1;
         if (l != launch.end()) count_kernel_before_launch(problems, tr.file, rank, names.text(e.name), e.ts, tr.events[l->second].ts);
         comm_kernels |= o.category == OpCategory::comm;

@@ -74,6 +74,10 @@ struct ScalingPoint {
   /// ranks hold an empty shard), so the point is the type it is labelled.
   std::vector<std::string> empty_shard_tables;
   std::string session_path;        ///< the session written, or ""
+  /// Its session could not be written (a full disk: the run ended write_failed, or the session
+  /// file could not be made); `error` names the file and the reason. The study runs no point after
+  /// it (each is "not run (...)"), and `embedscope scaling` exits 1 (tester50 F5).
+  bool write_failed = false;
 };
 
 /// Runs the study: for each sharding type, each cluster size in `options.gpus` order, the

@@ -96,7 +96,9 @@ struct CompareDelta {
   std::optional<double> diff;     ///< other - base (raw units); none when either is unmeasured or units differ
   std::optional<double> percent;  ///< 100 * diff / base; none for overlap and GPU busy (points), a 0 base
   /// "+1.20 ms (+15.3 %)", "-4.2 points" (overlap, GPU busy: a difference of percentages),
-  /// "-2000 tokens/s (-50.0 %)", "-" (unmeasured), "units differ (tokens/s vs samples/s)".
+  /// "-2000 tokens/s (-50.0 %)", "-" (unmeasured), "units differ (tokens/s vs samples/s)";
+  /// "-0.000003 (-0.0004 %)" where the two values' texts differ but the difference would round
+  /// to zero (loss 0.66410 vs 0.66409: tester50 F12), with the decimals it needs, up to 12.
   std::string text;
   bool within_noise = false;  ///< StepMean / StepP50 / Throughput: see within_noise()
 };

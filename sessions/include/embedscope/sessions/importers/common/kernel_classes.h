@@ -27,15 +27,20 @@ const char* to_string(KernelClass k);
 KernelClass kernel_class(std::string_view name);
 
 /// The session category of an imported GPU op (stream lane): comm for communication kernels;
-/// memcpy for memory kernels and copies / memsets; lookup for FBGEMM TBE forward kernels (names
-/// with "embedding" and "forward"); optimizer for TBE backward (names with "embedding" and
-/// "backward": FBGEMM fuses the optimizer update into it); input for permute / bucketize
-/// kernels; other for sync records (HTA class other); dense for the remaining compute kernels.
+/// memcpy for memory kernels and copies / memsets; by FBGEMM's / TorchRec's kernel names
+/// (tester50 F6; kernel_classes.cpp lists their sources): lookup for the TBE forward ("embedding"
+/// and "forward"), bounds_check_indices and offsets_range; optimizer for the TBE backward
+/// ("embedding" and "backward": FBGEMM fuses the optimizer update into it), linearize_index /
+/// transpose_embedding_input and grad_indice_weights; input for permute / bucketize / recat_;
+/// other for sync records (HTA class other); dense for the remaining compute kernels. (The Kineto
+/// importer then gives a dense one launched inside a TBE / TorchRec host op that op's category.)
 OpCategory gpu_op_category(std::string_view name, bool is_copy);
 
 /// The session category of an imported host op (thread lane): comm for record_param_comms,
 /// `nccl:*`, `c10d::*` and ProcessGroup calls; memcpy for host calls named *Memcpy* / *Memset*;
-/// lookup / optimizer / input by the same name rules as kernels; other for the rest (host ops,
+/// lookup / optimizer / input by the same name rules as kernels, plus SplitLookupFunction_* (the
+/// lookup's forward op) and its autograd node CppNode<SplitLookupFunction_*> (optimizer); other
+/// for the rest (host ops,
 /// runtime calls, Python frames).
 OpCategory host_op_category(std::string_view name);
 
