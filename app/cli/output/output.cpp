@@ -6,8 +6,7 @@
 #include <cmath>
 #include <optional>
 
-#include "embedscope/engine/cost/dense_gemm_rate.h"
-#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/cost/run_setup_text.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // format_ms
 
 #include <fmt/format.h>
@@ -22,45 +21,14 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 std::string ms(double ns) { return sessions::format_ms(ns); }
 std::string ms(int64_t ns) { return ms(static_cast<double>(ns)); }
 
-std::string network_text(const es::NetworkSpec& n) {
-  auto link = [](const es::LinkSpec& l) {
-    if (!l.limited()) return std::string("unlimited");
-    // GB/s, MB/s, kB/s or B/s, the largest unit the rate reaches (tester48 F14.4: 1e6 read "0.001 GB/s")
-    const auto rate = [](double b) {
-      if (b >= 1e9) return fmt::format("{:.3g} GB/s", b / 1e9);
-      if (b >= 1e6) return fmt::format("{:.3g} MB/s", b / 1e6);
-      if (b >= 1e3) return fmt::format("{:.3g} kB/s", b / 1e3);
-      return fmt::format("{:.3g} B/s", b);
-    };
-    const std::string bw = l.bandwidth_bytes_per_s > 0 ? rate(static_cast<double>(l.bandwidth_bytes_per_s))
-                                                       : std::string("unlimited bandwidth");
-    // the latency in the unit it reaches, as durations read elsewhere (tester50 F12: "1000000 ns")
-    const double lat = static_cast<double>(l.latency_ns);
-    const std::string latency = l.latency_ns < 1000        ? fmt::format("{} ns", l.latency_ns)
-                                : l.latency_ns < 1'000'000 ? fmt::format("{:.2f} us", lat / 1e3)
-                                                           : ms(lat);
-    return fmt::format("{}, {} latency", bw, latency);
-  };
-  return fmt::format("intra_node {}; inter_node {}", link(n.intra_node), link(n.inter_node));
-}
+// the engine's words (cost/run_setup_text.h), which the workbench's Summary shows too
+std::string network_text(const es::NetworkSpec& n) { return es::emulated_network_text(n); }
 
 std::string pipeline_text(const es::WorkloadSpec& spec) {
-  std::string network = network_text(spec.network);
-  std::optional<es::HardwareProfile> hw;
-  if (spec.devices.backend == es::Backend::simulated) try {  // the modelled links, not an emulation
-      hw = es::load_hardware_profile(spec.devices.hardware);
-      network = fmt::format("simulated: {} within a node, {} across nodes (hardware profile {})", hw->intra_node.name,
-                            hw->inter_node.name, hw->name);
-    } catch (const es::SpecError&) {
-      network = "simulated (hardware profile " + spec.devices.hardware + ", not found here)";
-    }
-  // the dense part's precision, and on a simulated profile the rate its GEMMs are timed at
-  const std::string dense =
-      spec.dense ? fmt::format("dense        {}\n", es::dense_precision_text(spec.dense->precision, hw ? &*hw : nullptr))
-                 : std::string();
-  return fmt::format("pipeline     {}; qcomms forward {} backward {}\nnetwork      {}\n{}", es::to_string(spec.pipeline),
-                     es::to_string(spec.qcomms.forward_precision), es::to_string(spec.qcomms.backward_precision), network,
-                     dense);
+  // the words are the engine's (cost/run_setup_text.h), which the workbench's Summary shows too
+  const es::RunSetupText t = es::run_setup_text(spec);
+  return fmt::format("pipeline     {}\nnetwork      {}\n{}", t.pipeline, t.network,
+                     t.dense.empty() ? std::string() : fmt::format("dense        {}\n", t.dense));
 }
 
 json pipeline_json(const es::WorkloadSpec& spec) {

@@ -27,10 +27,12 @@ std::vector<LegendEntry> timeline_legend(bool gpu_sync, bool annotations) {
        "communication before every rank had started: the first collective waiting for a slower rank's set-up"},
       {"memcpy", category_color(OpCategory::memcpy), "copies and memsets"},
       {"other", category_color(OpCategory::other), "everything else"},
-      // a folded run takes its own category's colour, lightened: the swatch is one example (tester45 F12.9)
+      // a folded run takes the colour of the category with the most time in it, lightened: the
+      // swatch is one example (tester45 F12.9; the most time, not the first op's, tester50 F10)
       {"lighter shade: folded", category_color(OpCategory::lookup).lighter(130),
-       "a run of ops narrower than a pixel, drawn as one box in its category's colour made lighter (this swatch: "
-       "folded lookups; a light purple box is folded copies); zoom in to see the ops"},
+       "a run of ops narrower than a pixel, drawn as one box in the colour of the category with the most time in "
+       "the run, made lighter (this swatch: a run mostly of lookups; a light purple box is mostly copies); zoom in "
+       "to see the ops"},
       {"critical path", critical_path_color(), "the ops that bounded each step (P)", true},
   };
   if (gpu_sync)  // after memcpy

@@ -16,6 +16,18 @@ std::vector<int64_t> RowHistogram::boundaries() const {
   return {b.begin(), b.end()};
 }
 
+double RowHistogram::ids_per_row(size_t b) const {
+  const int64_t rows = row_end.at(b) - row_begin.at(b);
+  return rows > 0 ? static_cast<double>(ids.at(b)) / static_cast<double>(rows) : 0.0;
+}
+
+size_t RowHistogram::hottest_bucket() const {
+  size_t hot = 0;
+  for (size_t b = 1; b < ids.size(); ++b)
+    if (ids_per_row(b) > ids_per_row(hot)) hot = b;
+  return hot;
+}
+
 RowHistogram row_histogram(const sessions::SessionReader& session, int table) {
   const auto tables = sessions::workload_tables(session);
   if (table < 0 || static_cast<size_t>(table) >= tables.size())

@@ -49,6 +49,33 @@ LaneIndex::LaneIndex(const std::vector<sessions::OpRecord>& ops) : key_(ops.size
   for (size_t b = 0; b < block_max_.size(); b += kBlock)
     super_max_.push_back(*std::max_element(block_max_.begin() + static_cast<std::ptrdiff_t>(b),
                                            block_max_.begin() + static_cast<std::ptrdiff_t>(std::min(block_max_.size(), b + kBlock))));
+  // time per category before each block: a run's whole blocks are summed from two entries
+  before_block_.reserve(key_.size() / kBlock + 2);
+  CategoryNs sum{};
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (i % kBlock == 0) before_block_.push_back(sum);
+    sum[static_cast<size_t>(ops[i].category)] += ops[i].end_ns - ops[i].start_ns;
+  }
+  before_block_.push_back(sum);  // the last block's end (a partial block: only whole blocks are read)
+}
+
+sessions::OpCategory LaneIndex::dominant_category(const std::vector<sessions::OpRecord>& ops, size_t i, size_t k) const {
+  CategoryNs ns{};
+  auto add = [&](size_t a, size_t b) {
+    for (; a < b; ++a) ns[static_cast<size_t>(ops[a].category)] += ops[a].end_ns - ops[a].start_ns;
+  };
+  const size_t first_whole = (i + kBlock - 1) / kBlock, end_whole = k / kBlock;  // blocks inside [i, k)
+  if (first_whole < end_whole) {
+    add(i, first_whole * kBlock);
+    for (size_t c = 0; c < ns.size(); ++c) ns[c] += before_block_[end_whole][c] - before_block_[first_whole][c];
+    add(end_whole * kBlock, k);
+  } else {
+    add(i, k);
+  }
+  auto best = static_cast<size_t>(ops[i].category);
+  for (size_t c = 0; c < ns.size(); ++c)
+    if (ns[c] > ns[best]) best = c;
+  return static_cast<sessions::OpCategory>(best);
 }
 
 size_t LaneIndex::run_end(size_t i, double threshold_ns) const {
@@ -87,7 +114,9 @@ std::vector<LaneBox> fold_lane(const std::vector<sessions::OpRecord>& ops, const
     // min_px after the previous one ends (LaneIndex skips them 64 or 4096 at a time)
     if (static_cast<double>(o.end_ns - o.start_ns) < small_ns) k = std::min(last, std::max(k, index.run_end(k, small_ns)));
     const double x1 = std::min(scale.width(), scale.x(ops[k - 1].end_ns));
-    out.push_back({x0, std::max(x0, x1), o.category, static_cast<int64_t>(k - i), i});
+    // a folded run in the category with the most time in it, not its first op's (tester50 F10)
+    out.push_back({x0, std::max(x0, x1), k - i > 1 ? index.dominant_category(ops, i, k) : o.category,
+                   static_cast<int64_t>(k - i), i});
     i = k;
   }
   return out;

@@ -155,7 +155,9 @@ QString table_name(QAbstractItemView* items) {
 int columns_cut(QWidget* view) {
   int cut = 0;
   for (auto* table : view->findChildren<QTableView*>()) {
-    if (!table->isVisibleTo(view) || table->sizeAdjustPolicy() != QAbstractScrollArea::AdjustToContents) continue;
+    if (!table->isVisibleTo(view) || (table->sizeAdjustPolicy() != QAbstractScrollArea::AdjustToContents &&
+                                      !table->property("report_every_column").toBool()))
+      continue;
     cut = std::max(cut, table->horizontalHeader()->length() - table->viewport()->width());
   }
   return std::max(0, cut);

@@ -49,8 +49,10 @@ int wrap_wide_labels(QWidget* view, int max_width = kReportMaxWidth);
 QImage capped_width(const QImage& image, int max_width = kReportMaxWidth);
 
 /// The px of columns that the widest visible table under `view` whose size adjust policy is
-/// AdjustToContents (it means to show every column) cannot show in its viewport: 0 when none is
-/// cut. Other tables scroll as in the window and are not counted.
+/// AdjustToContents, or whose property "report_every_column" is true (the Summary's Critical path
+/// and Collectives, which share their row by the width their columns need: tester50 F3), means
+/// to show every column and cannot show in its viewport: 0 when none is cut. Other tables scroll
+/// as in the window and are not counted.
 int columns_cut(QWidget* view);
 
 /// First widens `window` (up to `max_width` px) until columns_cut(view) is 0. Then grows `window` (keeping its width) until no visible scroll area inside `view` (item views,

@@ -35,7 +35,9 @@
 #include "models/sharding_plan_model.h"
 #include "models/table_storage_model.h"
 #include "embedscope/sessions/analysis/table_storage.h"
+#include "embedscope/engine/cost/run_setup_text.h"
 #include "embedscope/engine/workload/lm_spec.h"
+#include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
@@ -192,6 +194,27 @@ QString hot_rows_line(const sessions::SessionReader& s, int64_t steps) {
   return parts.isEmpty() ? QString() : "<br>hot rows (replicated on every rank, trained data-parallel): " + parts.join("; ");
 }
 
+// "network: intra_node unlimited; inter_node 10 MB/s, 0 ns latency &nbsp; dense: fp32 (fp32 GEMMs)<br>",
+// for a simulated run "network: simulated: nvlink4 within a node, ... (hardware profile h100_sxm)":
+// the lines `stats` prints under "pipeline", from the same function (engine::run_setup_text) and
+// the same source, the stored workload (tester50 F8: a report of a run whose cross-node link was
+// held to 10 MB/s never said so). "" for a session without a stored table workload (an import,
+// an lm_embedding run, whose header says its shape).
+QString run_setup_line(const sessions::SessionReader& s) {
+  const std::string stored = s.meta(sessions::meta::kWorkloadJson, "");
+  if (stored.empty()) return {};
+  try {
+    const auto j = nlohmann::json::parse(stored);
+    if (engine::is_lm_workload(j)) return {};
+    const engine::RunSetupText t = engine::run_setup_text(engine::parse_workload(j, sessions::meta::kWorkloadJson));
+    QString line = "network: " + QString::fromStdString(t.network).toHtmlEscaped();
+    if (!t.dense.empty()) line += " &nbsp; dense: " + QString::fromStdString(t.dense).toHtmlEscaped();
+    return line + "<br>";
+  } catch (const std::exception& e) {  // as `stats` says it
+    return "network: - (the stored workload is unreadable: " + QString::fromStdString(e.what()).toHtmlEscaped() + ")<br>";
+  }
+}
+
 // "; no trace of rank 1" / "; no trace of ranks 2, 3" / "; no trace of ranks 1-19999" / "" (imported sessions)
 QString untraced_text(const std::vector<int32_t>& untraced) {
   if (untraced.empty()) return {};
@@ -212,6 +235,18 @@ QString process_ranks_text(const sessions::RunStats& st) {
                  .arg(st.world_size)
                  .arg(away.size() == 1 ? "" : "s", QString::fromStdString(sessions::rank_list(away)),
                       away.size() == 1 ? "its" : "their", away.size() == 1 ? "" : "s");
+}
+
+// The px a table's columns need to show whole (its first column as set, the others the width
+// of their header or widest cell, whichever is more), with its frame and a vertical scroll bar.
+int table_content_width(QTableView* view) {
+  const auto* m = view->model();
+  auto* items = static_cast<QAbstractItemView*>(view);  // QTableView hides sizeHintForColumn
+  int px = 2 * view->frameWidth() + view->verticalScrollBar()->sizeHint().width();
+  for (int c = 0; m && c < m->columnCount(); ++c)
+    px += c == 0 ? view->columnWidth(0)
+                 : std::max(view->horizontalHeader()->sectionSizeHint(c), items->sizeHintForColumn(c));
+  return px;
 }
 
 QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, QWidget* parent) {
@@ -248,6 +283,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                            .arg(QString::fromStdString(s.meta(sessions::meta::kWorldSize, "?")))
                            .arg(untraced_text(st.untraced_ranks))
                            .arg(QString::fromStdString(st.ended));
+  if (origin.isEmpty()) text += run_setup_line(s);  // the network and dense lines of `stats` (tester50 F8)
   if (st.steps == 0 && s.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {
     text += "a PyTorch memory snapshot: no ops or steps; its allocator history is on the Memory page";
     for (const auto& o : figures.ooms)  // the import completed; the job it recorded did not
@@ -337,6 +373,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     caption->setObjectName(name + "_caption");
     caption->setToolTip(tip);
     auto* view = new QTableView(page);
+    view->setObjectName(name);
     view->setModel(m);
     m->setParent(view);
     view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -355,7 +392,12 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
       view->hide();
       box->addStretch(1);  // the caption at the top, where the table would start
     }
-    paths->addLayout(box, 1);
+    // the two panes share the width in proportion to what their columns need, not half each: the
+    // Collectives' seven columns lost their last one to a scroll bar (and in a report image, to
+    // nothing) while the Critical path pane beside it had 200 px to spare (tester50 F3); a report
+    // widens its image when even that cannot show them (report_layout.h columns_cut)
+    paths->addLayout(box, m->rowCount() == 0 ? 1 : std::max(1, table_content_width(view)));
+    view->setProperty("report_every_column", true);  // report_layout.h columns_cut
   };
   add_table(new CriticalPathModel(st, s), "critical_path", "<b>Critical path</b>: what bounded the steps",
             "Walked back from the op that ended each step last; an op waits for the op of its rank that ended last "
