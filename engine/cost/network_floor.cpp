@@ -17,11 +17,7 @@ namespace {
 
 // Whether the Gloo emulation paces the call: every collective except the split-size check of an
 // all-to-all or reduce-scatter (ProcessGroup::all_to_all_impl passes it paced = false).
-bool nf_paced(const CollectiveCall& c) {
-  constexpr std::string_view check = "/split_check";
-  const std::string_view name = c.name;
-  return !(name.size() >= check.size() && name.substr(name.size() - check.size()) == check);
-}
+bool nf_paced(const CollectiveCall& c) { return !is_split_check(c); }
 
 // Member c.group_rank's bytes sent to / received from each member (group order, its own 0), as
 // ProcessGroup::run fills them: the per-peer splits; an all-reduce as Gloo's ring does it (its

@@ -114,8 +114,10 @@ PhaseMax CallModel::critical_path(const std::vector<Perf>& per) const {
   const double bwd_scale = spec_.qcomms.backward_precision == CommPrecision::fp32 ? 1.0 : 0.5;
   // the split check before every all-to-all and reduce-scatter (program_sink.h): an all-gather
   // of 2 n int64 counts a member, to and from each peer; not paced by an emulated network
-  // (ProcessGroup::all_to_all_impl), so without its floor
+  // (ProcessGroup::all_to_all_impl), so without its floor; timed only where the cost model
+  // times it (cost_model.h split_check_timed: cpu ranks), 0 on a GPU profile (tester50 F1)
   const auto check_ns = [&](const std::vector<int>& members) {
+    if (!split_check_timed(hw_)) return 0.0;
     const double n = static_cast<double>(members.size());
     return call_ns(members, std::vector<double>(members.size(), n * 16.0 * n), 1.0, false);
   };

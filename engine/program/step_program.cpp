@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -43,6 +44,12 @@ int64_t CollectiveCall::bytes_received() const {
   if (kind == CollectiveKind::all_reduce) return all_reduce_bytes(count, n, elem_bytes).received;
   if (kind == CollectiveKind::all_gather) return all_gather_bytes(recv_elements, group_rank, elem_bytes).received;
   return all_to_all_bytes(send_elements, recv_elements, group_rank, elem_bytes).received;
+}
+
+bool is_split_check(const CollectiveCall& c) {
+  constexpr std::string_view suffix = "/split_check";
+  const std::string_view name = c.name;
+  return name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
 }
 
 const char* to_string(PhaseKind k) {
@@ -591,7 +598,7 @@ std::string to_text(const StepProgram& p) {
     std::string cs;
     bool checked = false;
     for (const auto& c : op.collectives) {
-      if (c.name.size() > 12 && c.name.compare(c.name.size() - 12, 12, "/split_check") == 0) {
+      if (is_split_check(c)) {
         checked = true;  // shown as "+ split check" on the collective it checks
         continue;
       }

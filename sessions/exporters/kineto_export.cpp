@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -267,6 +268,7 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
     int64_t start, end;
     int32_t tid;
     nlohmann::json args;  // PyTorch's, which its NCCL kernels carry as well
+    size_t coll = SIZE_MAX;  // its record in colls
   };
   std::vector<Param> params;
   for (const auto& [l, ops] : host_lanes) {
@@ -281,7 +283,7 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
         args += fmt::format(R"(,"correlation":{})", o.correlation);
       } else if (auto p = imported ? param_op.find({l.lane, o.start_ns}) : param_op.end(); p != param_op.end()) {
         nlohmann::json a = comm_args(colls[p->second]);
-        params.push_back({o.start_ns, o.end_ns, l.lane, a});
+        params.push_back({o.start_ns, o.end_ns, l.lane, a, p->second});
         a["embedscope collective"] = colls[p->second].name;
         const std::string d = a.dump(-1, ' ', false, kReplace);
         args += "," + d.substr(1, d.size() - 2);
@@ -312,7 +314,7 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
         break;
       }
     nlohmann::json args = comm_args(c);
-    params.push_back({c.start_ns, c.end_ns, tid, args});
+    params.push_back({c.start_ns, c.end_ns, tid, args, i});
     args["embedscope collective"] = c.name;
     args["embedscope step"] = c.step;
     w.emit(fmt::format(R"({{"ph":"X","cat":"cpu_op","name":"record_param_comms","pid":{},"tid":{},"ts":{},"dur":{},"args":{}}})",
@@ -320,6 +322,29 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
                        args.dump(-1, ' ', false, kReplace)));
   }
   std::sort(params.begin(), params.end(), [](const Param& a, const Param& b) { return a.start < b.start; });
+  std::vector<const Param*> param_of(colls.size(), nullptr);
+  for (const Param& p : params)
+    if (p.coll < colls.size()) param_of[p.coll] = &p;
+  // An engine session's comm op on a GPU stream runs its collectives in order: its split check
+  // ("<op>/split_check", an all-gather) and the op's own collective ("<op>"). Each becomes its own
+  // NCCL kernel, timed by its record and carrying its own args, as NCCL launches one kernel per
+  // collective (tester50 F4: one kernel with the check's args made every all-to-all an 896 B
+  // all-gather for HTA and `import`). A record of no duration (a check the cost model of a GPU
+  // profile times at 0, cost_model.h split_check_timed) gets no kernel: its record_param_comms
+  // span stays, without a kernel, as a call that moved nothing on the GPU.
+  std::multimap<int64_t, size_t> coll_at;  // start -> index in colls (engine sessions)
+  if (!imported)
+    for (size_t i = 0; i < colls.size(); ++i) coll_at.emplace(colls[i].start_ns, i);
+  const auto op_collectives = [&](const OpRecord& o, const std::string& nm) {
+    std::vector<size_t> found;
+    for (auto it = coll_at.lower_bound(o.start_ns); it != coll_at.end() && it->first <= o.end_ns; ++it) {
+      const CollectiveRecord& c = colls[it->second];
+      if (c.end_ns > o.end_ns || !param_of[it->second]) continue;
+      if (c.name == nm || (c.name.size() > nm.size() && c.name.compare(0, nm.size(), nm) == 0 && c.name[nm.size()] == '/'))
+        found.push_back(it->second);
+    }
+    return found;
+  };
 
   // --- GPU streams: each op a device event with a cuda_runtime event of the same correlation on
   // the host (HTA keeps only kernels launched from the profiled steps)
@@ -342,6 +367,27 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
         if (!hta_memory_name(nm)) name = fmt::format("{} ({})", memset ? "Memset" : "Memcpy", nm);
       } else if (o.category == OpCategory::comm && !hta_comm_name(nm)) {
         name = "nccl:" + nm;  // HTA counts a kernel as communication by its name only
+      }
+      if (l.kind != "sync" && o.category == OpCategory::comm && !unfinished && !imported) {
+        if (const std::vector<size_t> own = op_collectives(o, nm); !own.empty()) {
+          for (size_t i : own) {  // one kernel per collective, with its args, launched inside its span
+            const CollectiveRecord& c = colls[i];
+            if (c.end_ns <= c.start_ns) continue;
+            const Param& p = *param_of[i];
+            const std::string knm = hta_comm_name(c.name) ? c.name : "nccl:" + c.name;
+            std::string args = fmt::format(
+                R"("device":{},"stream":{},"correlation":{},"embedscope category":"{}","embedscope step":{},"bytes":{})",
+                device, stream, ++correlation, to_string(o.category), o.step, c.bytes_sent + c.bytes_received);
+            if (knm != c.name) args += fmt::format(R"(,"embedscope name":{})", jstr(c.name));
+            const std::string a = p.args.dump(-1, ' ', false, kReplace);
+            args += "," + a.substr(1, a.size() - 2);
+            w.emit(fmt::format(R"({{"ph":"X","cat":"kernel","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})",
+                               jstr(knm), device, stream, ns_to_us(c.start_ns), ns_to_us(c.end_ns - c.start_ns), args));
+            w.emit(fmt::format(R"({{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":{},"tid":{},"ts":{},"dur":0,"args":{{"correlation":{},"synthesized":true}}}})",
+                               host_pid, p.tid, ns_to_us(c.start_ns), correlation));
+          }
+          continue;
+        }
       }
       // an imported kernel keeps its correlation and the trace's launch; one the trace had no
       // launch for gets none here either (tester45 F11: 614 invented launches in trace_diff_test

@@ -45,6 +45,10 @@ struct SimCollective {
   int group = 0;               // index into Simulation::group_names
   CallMember member;           // its figure with the node to itself (collective_ns), node, ranks there
   const CollectiveCall* call;  // in the rank's program (kept alive while the key is current)
+  // a split-size check the cost model does not time (cost_model.h split_check_timed: GPU
+  // profiles): no cost and no meeting of the members, so that a rank's wait for its peers lands
+  // in the call it checks, as in TorchRec's all-to-all (tester50 F1); recorded with no duration
+  bool untimed_check = false;
 };
 
 struct SimOp {
@@ -248,7 +252,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         s.sync_lag_ns = hw_.cpu.sync_lag_ns * sync_lag_factor(hw_, std::min(gpn, W - r / gpn * gpn));
       if (op.lane == Lane::comm) {
         for (const CollectiveCall& c : op.collectives) {
-          s.collectives.push_back({-1, {collective_ns(c, r, gpn, hw_), r / gpn, std::min(gpn, W - r / gpn * gpn)}, &c});
+          s.collectives.push_back({-1, {collective_ns(c, r, gpn, hw_), r / gpn, std::min(gpn, W - r / gpn * gpn)}, &c,
+                                   !split_check_timed(hw_) && is_split_check(c)});
         }
       } else if (op.lane == Lane::gpu_copy) {
         s.duration_ns = host_copy_ns(op, hw_);
@@ -392,9 +397,45 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
             p.registered = false;
             any = true;
           }
+          // the record of collective c of this op, from the member's arrival (p.cursor) to `end`
+          const auto record = [&](const SimCollective& c, int64_t end) {
+            if (session) {
+              const CollectiveCall& cc = *c.call;
+              sessions::CollectiveRecord rec;
+              rec.rank = r;
+              rec.op = to_string(cc.kind);
+              rec.name = cc.name;
+              rec.group = cc.group;
+              rec.sequence = p.seq;
+              rec.dtype = cc.dtype;
+              rec.step = step;
+              rec.start_ns = p.cursor;
+              rec.end_ns = end;
+              rec.bytes_sent = cc.bytes_sent();
+              rec.bytes_received = cc.bytes_received();
+              if (static_cast<int>(cc.peers.size()) <= kMaxRecordedPeers) {
+                rec.peers.assign(cc.peers.begin(), cc.peers.end());
+                rec.send_elements = cc.send_elements;
+                rec.recv_elements = cc.recv_elements;
+              }
+              records.push_back(std::move(rec));
+            }
+            if (measured) {
+              summary[static_cast<size_t>(r)].bytes_sent += c.call->bytes_sent();
+              summary[static_cast<size_t>(r)].bytes_received += c.call->bytes_received();
+            }
+          };
           while (p.coll < static_cast<int>(s.collectives.size())) {
             const SimCollective& c = s.collectives[static_cast<size_t>(p.coll)];
             const int n = static_cast<int>(c.call->peers.size());
+            if (c.untimed_check) {  // its sequence number taken, recorded at the arrival, no wait
+              p.seq = group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)]++;
+              record(c, p.cursor);
+              ++p.coll;
+              p.registered = false;
+              any = true;
+              continue;
+            }
             if (!p.registered) {
               if (s.sync_lag_ns > 0) {  // the member's lag beyond its mean (hardware_profile.h sync_lag_ns)
                 // on shared cores: its competitors are the compute ops running then, plus its own thread (conc46)
@@ -428,31 +469,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
             }
             const int64_t floor = rv.floors.empty() ? 0 : rv.floors[static_cast<size_t>(c.call->group_rank)];
             const int64_t end = rv.ready_ns + std::max(rv.duration_ns, floor);
-            if (session) {
-              const CollectiveCall& cc = *c.call;
-              sessions::CollectiveRecord rec;
-              rec.rank = r;
-              rec.op = to_string(cc.kind);
-              rec.name = cc.name;
-              rec.group = cc.group;
-              rec.sequence = p.seq;
-              rec.dtype = cc.dtype;
-              rec.step = step;
-              rec.start_ns = p.cursor;
-              rec.end_ns = end;
-              rec.bytes_sent = cc.bytes_sent();
-              rec.bytes_received = cc.bytes_received();
-              if (static_cast<int>(cc.peers.size()) <= kMaxRecordedPeers) {
-                rec.peers.assign(cc.peers.begin(), cc.peers.end());
-                rec.send_elements = cc.send_elements;
-                rec.recv_elements = cc.recv_elements;
-              }
-              records.push_back(std::move(rec));
-            }
-            if (measured) {
-              summary[static_cast<size_t>(r)].bytes_sent += c.call->bytes_sent();
-              summary[static_cast<size_t>(r)].bytes_received += c.call->bytes_received();
-            }
+            record(c, end);
             if (++rv.consumed == n) rendezvous.erase(key);
             p.cursor = end;
             ++p.coll;

@@ -76,7 +76,7 @@ enum class Key : uint8_t {
   ph, cat, name, pid, tid, ts, dur, args,  // the event's
   stream, correlation, bytes, arg_name, collective, group, group_desc, dtype, in_nelems, out_nelems, group_size,
   seq, in_split, out_split, group_ranks,  // its args'
-  es_category, es_name  // what `embedscope export --format kineto` adds (kineto_export.h)
+  es_category, es_name, es_collective  // what `embedscope export --format kineto` adds (kineto_export.h)
 };
 
 /// Which of the event's own keys `k` is (one length switch, then at most two compares).
@@ -103,6 +103,7 @@ Key args_key(std::string_view k) {
     case 15: return k == "Collective name" ? Key::collective : k == "embedscope name" ? Key::es_name : Key::other;
     case 18: return k == "Process Group Name" ? Key::group : Key::other;
     case 19: return k == "Process Group Ranks" ? Key::group_ranks : k == "embedscope category" ? Key::es_category : Key::other;
+    case 21: return k == "embedscope collective" ? Key::es_collective : Key::other;
     case 25: return k == "Process Group Description" ? Key::group_desc : Key::other;
     default: return Key::other;
   }
@@ -345,6 +346,7 @@ void Parser::args(od::value v, int64_t& stream, bool& has_stream, uint64_t& corr
         break;
       case Key::es_category: es.category = scalar_text(av); break;
       case Key::es_name: es.name = scalar_text(av); break;
+      case Key::es_collective: cp.engine_name = std::string(scalar_text(av)); break;
       default: break;
     }
   }

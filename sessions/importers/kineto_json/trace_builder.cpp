@@ -418,7 +418,9 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       CollectiveRecord& r = c.rec;
       r.rank = rank;
       r.op = collective_op(p.collective);
-      r.name = p.collective;
+      // an Embedscope export's span names the engine's collective (tester50 F4: a round trip kept
+      // PyTorch's all_to_allv / _allgather_base in place of output_dist/all_to_all and the checks)
+      r.name = p.engine_name.empty() ? p.collective : p.engine_name;
       r.group = p.group.empty() ? "world" : p.group;
       r.sequence = p.seq >= 0 ? static_cast<uint64_t>(p.seq) : next_seq[r.group]++;
       // Not a structured binding: the lambda below captures elem (clang 14 cannot capture bindings).

@@ -68,6 +68,10 @@ struct CommParams {
   int64_t seq = -1;              ///< "Seq" (absent in older traces)
   std::vector<int64_t> in_split, out_split;  ///< "In/Out split size" (elements per peer)
   std::vector<int32_t> ranks;    ///< "Process Group Ranks"
+  /// "embedscope collective": the engine's name of the collective ("output_dist/all_to_all",
+  /// "input_dist/ids/split_check"), which `embedscope export --format kineto` adds to each
+  /// record_param_comms span; the imported record is named by it (else by `collective`). "" absent.
+  std::string engine_name;
   bool has_args = false;         ///< any of the above was present
 };
 

@@ -89,7 +89,15 @@ TEST(SimulatedExecutor, EveryMemberOfACollectiveEndsItTogether) {
   ASSERT_EQ(r.ended, es::RunEnd::complete);
   ss::SessionReader reader((dir / "s.db").string());
   std::map<std::pair<std::string, uint64_t>, std::vector<ss::CollectiveRecord>> by_key;
-  for (auto& c : reader.collectives()) by_key[{c.group, c.sequence}].push_back(c);
+  for (auto& c : reader.collectives()) {
+    // a split check on a GPU profile is no call (cost_model.h split_check_timed, tester50 F1):
+    // each member records it at its own arrival, with no duration, and waits in the call it checks
+    if (c.name.ends_with("/split_check")) {
+      EXPECT_EQ(c.end_ns, c.start_ns) << c.name;
+      continue;
+    }
+    by_key[{c.group, c.sequence}].push_back(c);
+  }
   ASSERT_FALSE(by_key.empty());
   int64_t waited = 0;
   for (const auto& [key, members] : by_key) {

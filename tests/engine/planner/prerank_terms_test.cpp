@@ -89,10 +89,11 @@ TEST(PlannerPreRankTerms, FactorizedRowWiseTablePaysItsBAllReduce) {
   const PlanStats st = plan_stats(spec, plan, hw);
   EXPECT_EQ(st.ranks[0].bwd_comms_ns, 20196);
   EXPECT_EQ(st.ranks[1].bwd_comms_ns, 20196);
-  // table_wise: no B all-reduce (the pooled rows back and their split check, 10,128 + 10,032)
+  // table_wise: no B all-reduce (the pooled rows back, 10,128; their split check costs 0 on a GPU
+  // profile, sim50: before, 10,128 + 10,032 = 20,160)
   const ShardingPlan tw{2, 2, {terms_tw(0, 1)}};
-  EXPECT_DOUBLE_EQ(pre_rank_estimate(spec, tw, hw).bwd_comms_ns, 20160.0);
-  EXPECT_EQ(plan_stats(spec, tw, hw).ranks[0].bwd_comms_ns, 20160);
+  EXPECT_DOUBLE_EQ(pre_rank_estimate(spec, tw, hw).bwd_comms_ns, 10128.0);
+  EXPECT_EQ(plan_stats(spec, tw, hw).ranks[0].bwd_comms_ns, 10128);
 }
 
 // Hot-row replication of rows 0 and 1 of t0, one of two row_wise tables (sharding.tables
@@ -125,13 +126,15 @@ TEST(PlannerPreRankTerms, HotRowsAllReduceOnceAStep) {
 //    12,152; bwd 4,224 + 832 + 1,000 = 6,056 ns.
 //  P2 (t0 on rank 0, t1 row_wise): rank 0 fwd 2,752 + 16 x (324 + 16) + 5,440 + 416 + 3,000 =
 //    17,048; bwd 8,064 + 544 + 1,000 = 9,608 ns.
-// Comms: the same calls (input dist, pooled all-to-all, row-wise reduce-scatter, their checks;
-// back: all-to-all, check, all-gather) of a few bytes more or less: fwd 101,168 / 101,792, bwd
-// 30,288 both, and P1's B all-reduce (17 fp32, 10,068 ns): P1 159,732 > P2 158,736 ns in both
-// estimates. Without the all-reduce P1 would be 149,664: first. The pre-ranking before plan42
-// (32 B an id of t1 and 4 r = 8 B of t0 read, twice that back, one launch each way, no
-// all-reduce) had P1 2,536 + 101,168 + 4,072 + 30,288 = 138,064 and P2 3,688 + 101,792 + 6,376
-// + 30,288 = 142,144: the other order.
+// Comms: the same calls (input dist, pooled all-to-all, row-wise reduce-scatter; back:
+// all-to-all, all-gather) of a few bytes more or less, their split checks 0 on a GPU profile
+// (sim50; before, 5 forward and 1 back at 10,032 each): fwd 51,008 / 51,632 (before 101,168 /
+// 101,792), bwd 20,256 both (before 30,288), and P1's B all-reduce (17 fp32, 10,068 ns): P1
+// 99,540 > P2 98,544 ns in both estimates (before 159,732 and 158,736: 6 x 10,032 more each).
+// Without the all-reduce P1 would be 89,472: first. The pre-ranking before plan42 (32 B an id of
+// t1 and 4 r = 8 B of t0 read, twice that back, one launch each way, no all-reduce) had, with
+// today's comms, P1 2,536 + 51,008 + 4,072 + 20,256 = 77,872 and P2 3,688 + 51,632 + 6,376 +
+// 20,256 = 81,952: the other order.
 TEST(PlannerPreRankTerms, BAllReduceRanksAFactorizedPairAsPlanStats) {
   WorkloadSpec spec = terms_spec({40.0, 1.0});
   spec.tables[0].low_rank_dim = 2;
@@ -141,16 +144,16 @@ TEST(PlannerPreRankTerms, BAllReduceRanksAFactorizedPairAsPlanStats) {
   const PreRankEstimate e1 = pre_rank_estimate(spec, p1, hw), e2 = pre_rank_estimate(spec, p2, hw);
   EXPECT_DOUBLE_EQ(e1.fwd_compute_ns, 12152.0);
   EXPECT_DOUBLE_EQ(e1.bwd_compute_ns, 6056.0);
-  EXPECT_DOUBLE_EQ(e1.bwd_comms_ns, 30288.0 + 10068.0);
+  EXPECT_DOUBLE_EQ(e1.bwd_comms_ns, 20256.0 + 10068.0);
   EXPECT_DOUBLE_EQ(e2.fwd_compute_ns, 17048.0);
   EXPECT_DOUBLE_EQ(e2.bwd_compute_ns, 9608.0);
-  EXPECT_DOUBLE_EQ(e2.bwd_comms_ns, 30288.0);
-  EXPECT_DOUBLE_EQ(e1.critical_path_ns, 159732.0);
-  EXPECT_DOUBLE_EQ(e2.critical_path_ns, 158736.0);
+  EXPECT_DOUBLE_EQ(e2.bwd_comms_ns, 20256.0);
+  EXPECT_DOUBLE_EQ(e1.critical_path_ns, 99540.0);
+  EXPECT_DOUBLE_EQ(e2.critical_path_ns, 98544.0);
   const PlanStats s1 = plan_stats(spec, p1, hw), s2 = plan_stats(spec, p2, hw);
-  EXPECT_EQ(s1.critical_path_ns, 159732);
-  EXPECT_EQ(s2.critical_path_ns, 158736);
-  EXPECT_EQ(s1.ranks[0].fwd_comms_ns, 101168);
-  EXPECT_EQ(s2.ranks[0].fwd_comms_ns, 101792);
+  EXPECT_EQ(s1.critical_path_ns, 99540);
+  EXPECT_EQ(s2.critical_path_ns, 98544);
+  EXPECT_EQ(s1.ranks[0].fwd_comms_ns, 51008);
+  EXPECT_EQ(s2.ranks[0].fwd_comms_ns, 51632);
   EXPECT_GT(e1.critical_path_ns, e2.critical_path_ns);
 }

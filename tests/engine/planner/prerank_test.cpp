@@ -52,9 +52,10 @@ TablePlan prerank_rw(int table, int ranks) {
 //  bwd compute: the fused update, 8 bags x 32 + 8 ids x (8 + 2 x 32) = 832 B + 1 launch = 1,832 ns
 //  fwd comms, each call the larger member's 10 us + bytes (rank 0 receives the ids, sends the rows):
 //    splits 8 B, lengths 4 x 8 = 32 B, ids 4 x 8 = 32 B, pooled rows 4 samples x 8 x 4 B = 128 B
-//    -> 10,008 + 10,032 + 10,032 + 10,128 = 40,200 ns, and each of those all-to-alls' split
-//    check (an all-gather of 2 x 2 int64 to the peer: 32 B) 4 x 10,032: 80,328 ns;
-//    bwd comms: the gradients back and their check, 10,128 + 10,032 = 20,160 ns
+//    -> 10,008 + 10,032 + 10,032 + 10,128 = 40,200 ns; each of those all-to-alls' split check
+//    (an all-gather of 2 x 2 int64 to the peer: 32 B) costs 0 on a GPU profile (sim50, cost_model.h
+//    split_check_timed; before, 10,032 each: 80,328 ns); bwd comms: the gradients back, 10,128 ns
+//    (their check 0; before 20,160 ns)
 // (the old pre-ranking: 0.5 x (256 + 64) / 1 = 160 ns fwd comms, no latency, no checks).
 TEST(PlannerPreRank, LatencyPerCallByHandAndAsPlanStats) {
   const WorkloadSpec spec = prerank_spec(2, {1.0});
@@ -63,19 +64,19 @@ TEST(PlannerPreRank, LatencyPerCallByHandAndAsPlanStats) {
   const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
   EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 3960.0);
   EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 1832.0);
-  EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 80328.0);
-  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 20160.0);
+  EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 40200.0);
+  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 10128.0);
   EXPECT_DOUBLE_EQ(e.host_ns, 0.0);
-  EXPECT_DOUBLE_EQ(e.critical_path_ns, 3960.0 + 80328 + 1832 + 20160);
+  EXPECT_DOUBLE_EQ(e.critical_path_ns, 3960.0 + 40200 + 1832 + 10128);
   // the full estimate times the program's ops and calls to the same figures
   const PlanStats st = plan_stats(spec, plan, hw);
   EXPECT_EQ(st.ranks[0].fwd_compute_ns, 3960);
   EXPECT_EQ(st.ranks[1].fwd_compute_ns, 3128);
   EXPECT_EQ(st.ranks[0].bwd_compute_ns, 1832);
-  EXPECT_EQ(st.critical_path_ns, 3960 + 80328 + 1832 + 20160);
-  EXPECT_EQ(st.ranks[0].fwd_comms_ns, 80328);
-  EXPECT_EQ(st.ranks[1].fwd_comms_ns, 80328);
-  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 20160);
+  EXPECT_EQ(st.critical_path_ns, 3960 + 40200 + 1832 + 10128);
+  EXPECT_EQ(st.ranks[0].fwd_comms_ns, 40200);
+  EXPECT_EQ(st.ranks[1].fwd_comms_ns, 40200);
+  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 10128);
 }
 
 // The same table on rank 0 of 4 cpu ranks sharing 2 cores (f(4) = 2, f(1) = 1): 16 lookups.
@@ -110,13 +111,14 @@ TEST(PlannerPreRank, CpuRanksSharingCoresByHandAndAsPlanStats) {
 //  a slot of n ids: kjt_permute 16 (n + 8), lookup 40 n + 256, update 72 n + 256 B)
 //  P1, all table_wise (t0 on rank 0, t1 and t2 on rank 1): fwd compute 1,600 + 2,688 + 6,656 + 3
 //    launches = 13,944; bwd 256 + 11,520 + 1,000 = 12,776; fwd comms 4 calls: splits 10,016, lengths 10,064, ids 10,640,
-//    pooled 10,256 = 40,976, and their 4 split checks (10,032 each): 81,104; bwd 10,256 + 10,032
-//    = 20,288 -> 128,112 ns.
+//    pooled 10,256 = 40,976, and their 4 split checks 0 (GPU profile, sim50; before 10,032 each:
+//    81,104); bwd 10,256 (its check 0) -> 77,952 ns (before 128,112 = 5 checks x 10,032 more).
 //  P2, t0 row_wise (80 lookups a half), t1 on rank 0, t2 on rank 1: fwd compute 1,600 + 16 x
 //    (88 + 16) + 3,456 + 576 + 3,000 = 10,296; bwd 6,016 + 832 + 1,000 = 7,848; fwd comms 5 calls: splits 10,016, lengths
-//    10,064, ids 10,352, pooled 10,128, row-wise reduce-scatter 10,128 = 50,688, and 5 checks:
-//    100,848; bwd: all-to-all 10,128 + its check 10,032 + all-gather 10,128 = 30,288
-//    -> 149,280 ns: two more calls forward, one more back, cost more than P2's balance saves.
+//    10,064, ids 10,352, pooled 10,128, row-wise reduce-scatter 10,128 = 50,688 (5 checks 0;
+//    before 100,848); bwd: all-to-all 10,128 + all-gather 10,128 = 20,256 (its check 0; before
+//    30,288) -> 89,088 ns (before 149,280 = 6 checks x 10,032 more): one more call forward, one
+//    more back, cost more than P2's balance saves.
 // The old pre-ranking (bytes / bandwidth, a launch per shard, no latency) had P1 18,384 ns and
 // P2 13,312 ns: the other order.
 TEST(PlannerPreRank, ManySmallCallsRankedAsPlanStatsRanksThem) {
@@ -126,21 +128,21 @@ TEST(PlannerPreRank, ManySmallCallsRankedAsPlanStatsRanksThem) {
   const HardwareProfile hw = prerank_profile();
   const PreRankEstimate e1 = pre_rank_estimate(spec, p1, hw), e2 = pre_rank_estimate(spec, p2, hw);
   EXPECT_DOUBLE_EQ(e1.fwd_compute_ns, 13944.0);
-  EXPECT_DOUBLE_EQ(e1.fwd_comms_ns, 81104.0);
-  EXPECT_DOUBLE_EQ(e1.critical_path_ns, 128112.0);
+  EXPECT_DOUBLE_EQ(e1.fwd_comms_ns, 40976.0);
+  EXPECT_DOUBLE_EQ(e1.critical_path_ns, 77952.0);
   EXPECT_DOUBLE_EQ(e2.fwd_compute_ns, 10296.0);
-  EXPECT_DOUBLE_EQ(e2.fwd_comms_ns, 100848.0);
-  EXPECT_DOUBLE_EQ(e2.bwd_comms_ns, 30288.0);
-  EXPECT_DOUBLE_EQ(e2.critical_path_ns, 149280.0);
+  EXPECT_DOUBLE_EQ(e2.fwd_comms_ns, 50688.0);
+  EXPECT_DOUBLE_EQ(e2.bwd_comms_ns, 20256.0);
+  EXPECT_DOUBLE_EQ(e2.critical_path_ns, 89088.0);
   const PlanStats s1 = plan_stats(spec, p1, hw), s2 = plan_stats(spec, p2, hw);
-  EXPECT_EQ(s1.critical_path_ns, 128112);
-  EXPECT_EQ(s2.critical_path_ns, 149280);
+  EXPECT_EQ(s1.critical_path_ns, 77952);
+  EXPECT_EQ(s2.critical_path_ns, 89088);
   EXPECT_LT(s1.critical_path_ns, s2.critical_path_ns);
   EXPECT_LT(e1.critical_path_ns, e2.critical_path_ns);
   // the comms the two estimates share, call for call
-  EXPECT_EQ(s1.ranks[0].fwd_comms_ns, 81104);
-  EXPECT_EQ(s2.ranks[0].fwd_comms_ns, 100848);
-  EXPECT_EQ(s2.ranks[1].bwd_comms_ns, 30288);
+  EXPECT_EQ(s1.ranks[0].fwd_comms_ns, 40976);
+  EXPECT_EQ(s2.ranks[0].fwd_comms_ns, 50688);
+  EXPECT_EQ(s2.ranks[1].bwd_comms_ns, 20256);
 }
 
 // An emulated network (plan41 task 2) under links the profile makes free (1e15 B/s, no latency):

@@ -47,6 +47,19 @@
 
 namespace embedscope::engine {
 
+/// Whether the cost model times the split-size checks (is_split_check, step_program.h) on `hw`:
+/// the one rule, which collective_ns and the planner's pre-ranking (planner/prerank.h) follow.
+///  - GPU profiles (hw.cpu.cores == 0, e.g. h100_sxm): no (sim50, tester50 F1). The simulation
+///    predicts a TorchRec-like GPU cluster, whose input dist exchanges the splits once
+///    (`input_dist/splits`) and runs its all-to-alls and reduce-scatters with known splits; the
+///    check costs 0 ns, as the emulated network leaves it unpaced (network_floor.h). Before, each
+///    was charged a full call (15 us on h100_sxm): 31-37% of a simulated step.
+///  - cpu ranks (hw.cpu.cores > 0, a calibrated `this_machine`): yes, as any call. There the
+///    simulation predicts an Embedscope cpu run, whose Gloo process group does run the check
+///    (~0.1 ms at 2 ranks, README "A collective's wait for a core"), and calibrate fits the
+///    collective terms from sessions that hold it.
+bool split_check_timed(const HardwareProfile& hw);
+
 /// Duration in ns (>= the link latency) of collective `c` on global rank `rank`, in a cluster
 /// of nodes of `gpus_per_node` ranks (rank r on node r / gpus_per_node), with the node to
 /// itself. The members of a collective each get their own figure; the call's time from them is
@@ -54,6 +67,7 @@ namespace embedscope::engine {
 /// A collective of one member (a group of one rank: every call of a 1-GPU run) costs 0: NCCL
 /// returns at once for nranks 1 (its own slice is not copied through a link), and Gloo's
 /// single-member collectives copy nothing either (tester44 F3: 15 us of latency each before).
+/// A split-size check costs 0 where split_check_timed(hw) is false (GPU profiles).
 int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, const HardwareProfile& hw);
 
 /// One member's collective time in ns with the node to itself, from its bytes (each max(sent,

@@ -102,6 +102,13 @@ struct CollectiveCall {
   int64_t bytes_received() const;
 };
 
+/// Whether `c` is the split-size check of an all-to-all or reduce-scatter: the all-gather named
+/// "<name>/split_check" that ProgramSink puts before each of them (program_sink.h; the cpu and
+/// cuda executors run it, comm/gloo_process_group.h), an Embedscope cross-check of the split
+/// sizes that TorchRec does not run. Decided by the name's suffix alone; no errors.
+/// Example: "output_dist/all_to_all/split_check" -> true; "output_dist/all_to_all" -> false.
+bool is_split_check(const CollectiveCall& c);
+
 /// One op of a step.
 struct ProgramOp {
   int id = 0;                 ///< index in StepProgram::ops

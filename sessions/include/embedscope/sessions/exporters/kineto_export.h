@@ -24,7 +24,8 @@
 //   "dtype" (Float, Long, ...), "In/Out msg nelems", "Group size", "In/Out split size" (the
 //   record's elements per peer, whatever the collective; PyTorch fills them for all_to_allv only),
 //   "Process Group Name", "Process Group Ranks", "Seq", "Rank", plus "embedscope collective"
-//   (the session's name) and "embedscope step". A comm kernel carries its collective's args too.
+//   (the session's name, which `import` names the record by) and "embedscope step". A comm kernel
+//   carries its collective's args too.
 // - GPU stream lanes (kind stream / sync; a cuda run's CUPTI lanes, a simulated run's streams):
 //   pid = device (= rank), tid = stream = lane + 1 (> 0: HTA gives stream-0 kernels no
 //   iteration), args device / stream / correlation (1, 2, ... per rank); cat "kernel",
@@ -37,6 +38,14 @@
 //   inside the profiled steps. It sits at the kernel's start on the thread kKinetoLaunchTid, or,
 //   for a comm kernel, inside its collective's record_param_comms span (as PyTorch launches NCCL
 //   kernels), at no later than the kernel's start.
+//   An engine session's (not imported) comm op on a stream that holds collective records named
+//   after it ("NAME", "NAME/split_check") is written as one kernel per record instead (tester50
+//   F4), as NCCL launches one kernel per collective: timed by the record, named "nccl:" + the
+//   record's name, args "bytes" (its bytes sent + received) and the record's own PyTorch args, the
+//   launch at the record's start inside its record_param_comms span (so an all-to-all's kernel
+//   says all_to_allv with its splits, its check's kernel _allgather_base). A record of no duration
+//   (a split check on a GPU profile's simulation, cost_model.h split_check_timed) gets no kernel:
+//   `import` of the export then has no record of it (a trace's collective is its kernels').
 // - an imported session (a Kineto or Nsight trace): its host calls with a correlation are its
 //   launches, written as `cuda_runtime` with that correlation; its kernels keep theirs and get no
 //   launch placed by the exporter - a GPU event the trace had no launch for gets none (HTA leaves
