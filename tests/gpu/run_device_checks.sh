@@ -203,6 +203,10 @@ pack_mode() {
     [ -x "$build/$e" ] || { echo "pack: $e not built; left out"; continue; }
     cp "$build/$e" "$root/bin/" && exes+=("$root/bin/$(basename "$e")")
   done
+  # symbol tables out (strip --strip-unneeded: the CUDA fatbins, .rodata and the dynamic symbols stay;
+  # nothing here prints a symbolised stack): 67.1 -> 58.6 MB of executables, 20.9 -> 19.6 MB
+  # compressed at zstd -9 (session 50, when the pack test's pack reached 32.04 MiB)
+  if command -v strip >/dev/null 2>&1; then strip --strip-unneeded "${exes[@]}"; fi
   cp -r "$REPO/tests/data" "$root/data"
   cp "$REPO/bench/torch_embedding_bag.py" "$root/bench/"
   cp "$SELF" "$root/run_device_checks.sh"

@@ -120,7 +120,7 @@ TEST(Ui50RunSetup, NetworkTextUnits) {
   n.intra_node.latency_ns = 5000;
   n.inter_node.latency_ns = 2000;  // latency only
   EXPECT_EQ(embedscope::engine::emulated_network_text(n),
-            "intra_node 1 MB/s, 5000 ns latency; inter_node unlimited bandwidth, 2000 ns latency");
+            "intra_node 1 MB/s, 5.00 us latency; inter_node unlimited bandwidth, 2.00 us latency");
 }
 
 // F10: a folded run takes the category with the most time in it, whatever its first op is
