@@ -24,6 +24,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "interrupt.h"
 #include "support/cli_run.h"
+#include "support/signal_child.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -32,46 +33,19 @@ namespace fixl50_cli = embedscope::cli;
 static_assert(embedscope::test_support::kSecondStopRequestAfterMs > fixl50_cli::kOneStopRequestMs,
               "stop_twice's second signal must be a request of its own");
 
-// Runs `body` in a forked child whose stdout is a pipe; returns (wait status, what it wrote).
-template <class F>
-std::pair<int, std::string> fixl50_in_child(F body) {
-  int fds[2];
-  if (pipe(fds) != 0) return {-1, "pipe failed"};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    dup2(fds[1], STDOUT_FILENO);
-    body();
-    _exit(3);  // body returned: neither signal ended the process
-  }
-  close(fds[1]);
-  std::string out;
-  char buf[256];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return {status, out};
-}
-
-void fixl50_at_stop() {
-  const char said[] = "at_stop\n";
-  [[maybe_unused]] const auto n = write(STDOUT_FILENO, said, sizeof said - 1);
-}
-
-void fixl50_say(const char* what) { [[maybe_unused]] const auto n = write(STDOUT_FILENO, what, std::strlen(what)); }
+namespace fixl50_ts = embedscope::test_support;
 }  // namespace
 
 // A run's handlers (stop handling, Ctrl-C, SIGTERM): two SIGTERMs in a row cancel, and nothing
 // stops at once; a third, a request of its own, does.
 TEST(Fixl50DoubleSignal, TwoSigtermsInARowAreOneRequestToStop) {
-  const auto [status, out] = fixl50_in_child([] {
-    fixl50_cli::stop_at_once_with(fixl50_at_stop);
+  const auto [status, out] = fixl50_ts::run_in_child([] {
+    fixl50_cli::stop_at_once_with(fixl50_ts::child_say_at_stop);
     const std::atomic<bool>& cancel = fixl50_cli::cancel_on_sigint("first\n");
     fixl50_cli::flight_dump_on_signals();
     raise(SIGTERM);
     raise(SIGTERM);  // timeout's copy to the process group
-    fixl50_say(cancel ? "cancelled\n" : "not cancelled\n");
+    fixl50_ts::child_say(cancel ? "cancelled\n" : "not cancelled\n");
     std::this_thread::sleep_for(std::chrono::milliseconds(fixl50_cli::kOneStopRequestMs + 100));
     raise(SIGTERM);  // a second request: at_stop, then exit 130
     for (;;) pause();
@@ -84,13 +58,13 @@ TEST(Fixl50DoubleSignal, TwoSigtermsInARowAreOneRequestToStop) {
 
 // The same for Ctrl-C: three in a row are one request (a fast double press is the same request).
 TEST(Fixl50DoubleSignal, TwoSigintsInARowAreOneRequestAndTheRunGoesOn) {
-  const auto [status, out] = fixl50_in_child([] {
-    fixl50_cli::stop_at_once_with(fixl50_at_stop);
+  const auto [status, out] = fixl50_ts::run_in_child([] {
+    fixl50_cli::stop_at_once_with(fixl50_ts::child_say_at_stop);
     const std::atomic<bool>& cancel = fixl50_cli::cancel_on_sigint("first\n");
     raise(SIGINT);
     raise(SIGINT);
     raise(SIGINT);
-    fixl50_say(cancel ? "cancelled\n" : "not cancelled\n");
+    fixl50_ts::child_say(cancel ? "cancelled\n" : "not cancelled\n");
     _exit(0);  // the run would stop after its current step
   });
   ASSERT_TRUE(WIFEXITED(status));
@@ -101,11 +75,11 @@ TEST(Fixl50DoubleSignal, TwoSigintsInARowAreOneRequestAndTheRunGoesOn) {
 // Without stop_at_once_with (scaling, scenario: cancel_on_sigint_or_sigterm): the copy is ignored
 // too; a later second request ends the process by the signal's default action, as before.
 TEST(Fixl50DoubleSignal, WithoutStopHandlingTheCopyIsIgnoredAndALaterSecondKills) {
-  const auto [status, out] = fixl50_in_child([] {
+  const auto [status, out] = fixl50_ts::run_in_child([] {
     const std::atomic<bool>& cancel = fixl50_cli::cancel_on_sigint_or_sigterm("first\n");
     raise(SIGTERM);
     raise(SIGTERM);
-    fixl50_say(cancel ? "cancelled\n" : "not cancelled\n");
+    fixl50_ts::child_say(cancel ? "cancelled\n" : "not cancelled\n");
     std::this_thread::sleep_for(std::chrono::milliseconds(fixl50_cli::kOneStopRequestMs + 100));
     raise(SIGTERM);
     for (;;) pause();
@@ -123,39 +97,12 @@ TEST(Fixl50DoubleSignal, TheRunStoppedAsTimeoutStopsItEndsCancelled) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string db = (dir / "to.db").string();
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    setpgid(0, 0);
-    dup2(fds[1], 2);
-    dup2(open("/dev/null", O_WRONLY), 1);
-    close(fds[0]);
-    close(fds[1]);
-    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "run", "--preset", "tiny", "--steps", "1000000", "--warmup-steps", "0", "-o",
-          db.c_str(), nullptr);
-    _exit(127);
-  }
-  ASSERT_GT(child, 0);
-  setpgid(child, child);  // either call makes the group, whichever runs first
-  close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
-  char* line = nullptr;
-  size_t cap = 0;
-  std::string err;
-  bool sent = false;
-  while (getline(&line, &cap, in) > 0) {
-    err += line;
-    if (!sent && std::string(line).rfind("step ", 0) == 0) {  // "step 84/1000000  683 samples/s ..."
-      kill(child, SIGTERM);   // coreutils timeout: the command
-      kill(-child, SIGTERM);  // and its process group (timeout's own, which holds the command)
-      sent = true;
-    }
-  }
-  free(line);
-  fclose(in);
-  int status = 0;
-  waitpid(child, &status, 0);
+  const auto stop = fixl50_ts::stop_as_timeout_does(
+      EMBEDSCOPE_CLI, {"run", "--preset", "tiny", "--steps", "1000000", "--warmup-steps", "0", "-o", db},
+      [](const std::string& line) { return line.rfind("step ", 0) == 0; });  // "step 84/1000000  683 samples/s ..."
+  const int status = stop.status;
+  const bool sent = stop.sent;
+  const std::string& err = stop.err;
   ASSERT_TRUE(sent) << err;
   ASSERT_TRUE(WIFEXITED(status)) << err;
   EXPECT_EQ(WEXITSTATUS(status), 0) << err;

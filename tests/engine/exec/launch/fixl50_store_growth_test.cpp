@@ -29,6 +29,7 @@
 
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
+#include "support/signal_child.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -177,39 +178,13 @@ TEST(Fixl50LaunchWorkloadCheck, AMissingOrBrokenWorkloadIsRefusedOnceBeforeAnyRa
 TEST(Fixl50LaunchDoubleSigterm, TwoSigtermsInARowAreForwardedOnce) {
   const fs::path dir = fixl50s_scratch("term");
   const std::string db = (dir / "t.db").string();
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  const pid_t launch = fork();
-  if (launch == 0) {
-    setpgid(0, 0);
-    dup2(fds[1], 2);
-    dup2(open("/dev/null", O_WRONLY), 1);
-    close(fds[0]);
-    close(fds[1]);
-    execl(EMBEDSCOPE_CLI, EMBEDSCOPE_CLI, "launch", "-n", "2", "run", "--preset", "tiny", "--steps", "1000000",
-          "--warmup-steps", "0", "-o", db.c_str(), nullptr);
-    _exit(127);
-  }
-  ASSERT_GT(launch, 0);
-  setpgid(launch, launch);
-  close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
-  char* line = nullptr;
-  size_t cap = 0;
-  std::string err;
-  bool sent = false;
-  while (getline(&line, &cap, in) > 0) {
-    err += line;
-    if (!sent && std::string(line).find("[rank 0] step ") != std::string::npos) {
-      kill(launch, SIGTERM);
-      kill(-launch, SIGTERM);
-      sent = true;
-    }
-  }
-  free(line);
-  fclose(in);
-  int status = 0;
-  waitpid(launch, &status, 0);
+  const auto stop = embedscope::test_support::stop_as_timeout_does(
+      EMBEDSCOPE_CLI,
+      {"launch", "-n", "2", "run", "--preset", "tiny", "--steps", "1000000", "--warmup-steps", "0", "-o", db},
+      [](const std::string& line) { return line.find("[rank 0] step ") != std::string::npos; });
+  const int status = stop.status;
+  const bool sent = stop.sent;
+  const std::string& err = stop.err;
   ASSERT_TRUE(sent) << err;
   ASSERT_TRUE(WIFEXITED(status)) << err;
   EXPECT_EQ(WEXITSTATUS(status), 0) << err;
