@@ -113,6 +113,41 @@ int64_t fixh50_committed_steps(const std::string& db) {
     return -1;
   }
 }
+// In the tmpfs `full`: a session s.db of 10 committed steps; the disk then filled but for `room`
+// bytes; `more` steps that cannot all be committed (the writer says write_failed); its close()
+// refused (SessionError: the failure said). The session's files are copied to dir/s.db(-wal) for
+// the test to read. 0, or the code of what went wrong: 10 the steps never committed, 11 no write
+// failure, 12 close() said nothing, 13 the copy failed, 14 the room not made, 15 no -wal left when
+// `wal_required` (the checkpoint cannot have run on the full disk).
+int fixh50_session_on_full_disk(const fs::path& dir, const fs::path& full, int64_t room, int64_t more, bool wal_required) {
+  namespace ss = embedscope::sessions;
+  const std::string db = (full / "s.db").string();
+  int code = 0;
+  {
+    ss::SessionWriter w(db);
+    w.set_metadata(ss::meta::kWorldSize, "1");
+    w.add_lane({0, 0, "compute", "thread"});
+    for (int64_t s = 0; s < 10; ++s) w.add_step({s, 0, s * 1'000'000, (s + 1) * 1'000'000, 0.5, 0, 0});
+    if (!fixh50_wait_for([&] { return fixh50_committed_steps(db) == 10; })) return 10;
+    fixh50_fill(full);
+    if (room > 0 &&
+        ::truncate((full / "filler").c_str(), static_cast<off_t>(fs::file_size(full / "filler")) - room) != 0)
+      return 14;
+    for (int64_t s = 10; s < 10 + more; ++s) w.add_step({s, 0, s * 1'000'000, (s + 1) * 1'000'000, 0.5, 0, 0});
+    if (!fixh50_wait_for([&] { return w.write_failed(); })) return 11;
+    try {
+      w.close("complete");
+      code = 12;  // the failure must be said
+    } catch (const ss::SessionError&) {
+    }
+  }
+  if (wal_required && !fs::exists(db + "-wal")) return 15;
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal"})
+    if (fs::exists(db + suffix)) fs::copy_file(db + suffix, (dir / "s.db").string() + suffix, ec);
+  return ec ? 13 : code;
+}
+
 }  // namespace
 
 // R3: 10 steps committed, then another process takes every byte left; the next commit fails with
@@ -121,31 +156,7 @@ int64_t fixh50_committed_steps(const std::string& db) {
 TEST(Fixh50FullDisk, EndMarkFitsWhenAnotherProcessFilledTheDisk) {
   const fs::path dir = fixh50_scratch("end");
   const fs::path full = dir / "full";
-  const int rc = fixh50_in_tmpfs(full, "4m", [&]() -> int {
-    namespace ss = embedscope::sessions;
-    const std::string db = (full / "s.db").string();
-    int code = 0;
-    {
-      ss::SessionWriter w(db);
-      w.set_metadata(ss::meta::kWorldSize, "1");
-      w.add_lane({0, 0, "compute", "thread"});
-      for (int64_t s = 0; s < 10; ++s) w.add_step({s, 0, s * 1'000'000, (s + 1) * 1'000'000, 0.5, 0, 0});
-      if (!fixh50_wait_for([&] { return fixh50_committed_steps(db) == 10; })) return 10;
-      fixh50_fill(full);
-      for (int64_t s = 10; s < 20; ++s) w.add_step({s, 0, s * 1'000'000, (s + 1) * 1'000'000, 0.5, 0, 0});
-      if (!fixh50_wait_for([&] { return w.write_failed(); })) return 11;
-      try {
-        w.close("complete");
-        code = 12;  // the failure must be said
-      } catch (const ss::SessionError&) {
-      }
-    }
-    // the session as it is on the full disk, copied out of the tmpfs for the test to read
-    std::error_code ec;
-    for (const char* suffix : {"", "-wal"})
-      if (fs::exists(db + suffix)) fs::copy_file(db + suffix, (dir / "s.db").string() + suffix, ec);
-    return ec ? 13 : code;
-  });
+  const int rc = fixh50_in_tmpfs(full, "4m", [&] { return fixh50_session_on_full_disk(dir, full, 0, 10, false); });
   if (rc == kFixh50NoMount) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
   ASSERT_EQ(rc, 0);
   const embedscope::sessions::SessionReader s((dir / "s.db").string());
@@ -163,32 +174,7 @@ TEST(Fixh50FullDisk, EndMarkFitsWhenAnotherProcessFilledTheDisk) {
 TEST(Fixh50FullDisk, NoUnreadableFramesLeftAfterTheEndMark) {
   const fs::path dir = fixh50_scratch("tail");
   const fs::path full = dir / "full";
-  const int rc = fixh50_in_tmpfs(full, "4m", [&]() -> int {
-    namespace ss = embedscope::sessions;
-    const std::string db = (full / "s.db").string();
-    int code = 0;
-    {
-      ss::SessionWriter w(db);
-      w.set_metadata(ss::meta::kWorldSize, "1");
-      w.add_lane({0, 0, "compute", "thread"});
-      for (int64_t s = 0; s < 10; ++s) w.add_step({s, 0, s * 1'000'000, (s + 1) * 1'000'000, 0.5, 0, 0});
-      if (!fixh50_wait_for([&] { return fixh50_committed_steps(db) == 10; })) return 10;
-      fixh50_fill(full);
-      if (::truncate((full / "filler").c_str(), static_cast<off_t>(fs::file_size(full / "filler")) - 160 * 1024) != 0)
-        return 14;
-      for (int64_t s = 10; s < 5010; ++s) w.add_step({s, 0, s * 1'000'000, (s + 1) * 1'000'000, 0.5, 0, 0});
-      if (!fixh50_wait_for([&] { return w.write_failed(); })) return 11;
-      try {
-        w.close("complete");
-        code = 12;
-      } catch (const ss::SessionError&) {
-      }
-    }
-    if (!fs::exists(db + "-wal")) return 15;  // the checkpoint cannot have run on the full disk
-    std::error_code ec;
-    for (const char* suffix : {"", "-wal"}) fs::copy_file(db + suffix, (dir / "s.db").string() + suffix, ec);
-    return ec ? 13 : code;
-  });
+  const int rc = fixh50_in_tmpfs(full, "4m", [&] { return fixh50_session_on_full_disk(dir, full, 160 * 1024, 5000, true); });
   if (rc == kFixh50NoMount) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
   ASSERT_EQ(rc, 0);
   const std::string db = (dir / "s.db").string();
