@@ -25,6 +25,7 @@
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "program/pipeline_fill.h"
 #include "program/program_sink.h"
 #include "sharding/layout.h"
 
@@ -58,6 +59,10 @@ struct SimOp {
   double launch_fraction = 0;  // launched_by ops: when in the launching op they are ready
   int64_t handoff_ns = 0;      // cpu ranks: after a dependency on the other of compute / comm (CpuContention)
   double sync_lag_ns = 0;      // cpu ranks: mean scheduling lag of an arrival at a collective (CpuContention)
+  // in a phase of the pipeline's fill (program/pipeline_fill.h; iteration 0's program only): in a
+  // run without warm-up its collectives and comm span are step -1's, as the measured executors
+  // record them (trace50)
+  bool fill = false;
   std::vector<SimCollective> collectives;
 };
 
@@ -273,6 +278,10 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       rs.lane_ops[lane_index(op.lane)].push_back(op.id);
       rs.ops.push_back(std::move(s));
     }
+    if (it == 0)
+      for (const Phase& ph : rs.program.schedule)
+        if (program::pipeline_fill_phase(spec_.pipeline, ph))
+          for (int i = ph.first_op; i < ph.first_op + ph.num_ops; ++i) rs.ops[static_cast<size_t>(i)].fill = true;
   };
   // The programs depend on the iteration only through its place in the run (first, last two,
   // steady state; base: none), so they are built at most four times, on every core: building
@@ -318,6 +327,10 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
     build(it);
     const int64_t step = it - spec_.warmup_steps;
     const bool measured = it >= spec_.warmup_steps;
+    // a run without warm-up: the pipeline's fill (SimOp::fill) is recorded at step -1, outside the
+    // measured bytes, as the measured executors do (exec/threaded/rank.h fill_phase_); its time
+    // stays in step 0's window
+    const bool fill_to_warmup = measured && it == 0;
     struct Progress {
       size_t next[3] = {0, 0, 0};
       int coll = 0;               // the comm op in progress: its next collective
@@ -398,6 +411,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
             any = true;
           }
           // the record of collective c of this op, from the member's arrival (p.cursor) to `end`
+          const bool fill = fill_to_warmup && s.fill;
           const auto record = [&](const SimCollective& c, int64_t end) {
             if (session) {
               const CollectiveCall& cc = *c.call;
@@ -408,7 +422,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
               rec.group = cc.group;
               rec.sequence = p.seq;
               rec.dtype = cc.dtype;
-              rec.step = step;
+              rec.step = fill ? step - 1 : step;
               rec.start_ns = p.cursor;
               rec.end_ns = end;
               rec.bytes_sent = cc.bytes_sent();
@@ -420,7 +434,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
               }
               records.push_back(std::move(rec));
             }
-            if (measured) {
+            if (measured && !fill) {
               summary[static_cast<size_t>(r)].bytes_sent += c.call->bytes_sent();
               summary[static_cast<size_t>(r)].bytes_received += c.call->bytes_received();
             }
@@ -528,18 +542,24 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       const int64_t t0 = rank_clock[static_cast<size_t>(r)];
       int64_t t1 = t0;
       int64_t lookup_ns = 0;  // the rank's lookup ops of this step, shared over its shards' load counters below
+      int64_t fill_lookup_ns = 0;  // the pipeline's fill's lookup (step -1's counters)
       for (size_t i = 0; i < rs.ops.size(); ++i) {
         const ProgramOp& op = *rs.ops[i].op;
+        const bool fill = fill_to_warmup && rs.ops[i].fill;  // the pipeline's fill: step -1 (SimOp::fill)
         t1 = std::max(t1, p.end[i]);
-        if (op.category == sessions::OpCategory::lookup) lookup_ns += p.end[i] - p.start[i];
-        if (measured && op.category == sessions::OpCategory::lookup) summary[static_cast<size_t>(r)].ids_looked_up += op.rows;
+        if (op.category == sessions::OpCategory::lookup) (fill ? fill_lookup_ns : lookup_ns) += p.end[i] - p.start[i];
+        // the fill's lookup is a warm-up step's, as the measured ranks count it (fixb49)
+        if (measured && !fill && op.category == sessions::OpCategory::lookup)
+          summary[static_cast<size_t>(r)].ids_looked_up += op.rows;
         if (!session && !opt_.keep_events) continue;
         sessions::OpEvent ev;
         ev.rank = r;
         ev.lane = op.lane;
         ev.category = op.category;
         ev.name = intern(op.name);
-        ev.step = step;
+        // the fill's comm spans go with their records (the measured executors' comm worker
+        // records them at step -1); its compute spans stay in step 0, as there
+        ev.step = fill && op.lane == Lane::comm ? step - 1 : step;
         ev.start_ns = p.start[i];
         ev.end_ns = p.end[i];
         for (const auto& c : op.collectives) ev.bytes += c.bytes_sent() + c.bytes_received();
@@ -549,6 +569,16 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       rank_clock[static_cast<size_t>(r)] = t1;
       if (measured) step_ns[static_cast<size_t>(r)].push_back(t1 - t0);
       slowest = std::max(slowest, t1 - t0);
+      // the step's lookups (phases of its schedule), whose expected ids the load counters below
+      // hold: the fill's lookup (semi_sync's batch 0 in a run without warm-up) at step -1, as the
+      // measured ranks write it (fixb49), so that a step's counters add up to its lookup rows
+      // (RankSummary::ids_looked_up); a step that looks nothing up (semi_sync's last) has every
+      // shard's counter at 0 ids, as a measured rank's step that only trains. A warm-up step of
+      // two lookups (semi_sync's first) gets one batch's counters: no figure counts a warm-up step's.
+      int own_lookups = 0, fill_lookups = 0;
+      for (const Phase& ph : rs.program.schedule)
+        if (ph.kind == PhaseKind::lookup)
+          ++(fill_to_warmup && program::pipeline_fill_phase(spec_.pipeline, ph) ? fill_lookups : own_lookups);
       if (session) {
         const int64_t bytes = memory[static_cast<size_t>(r)].total();
         session->add_step({step, r, t0, t1, 0.0, bytes, bytes});
@@ -642,7 +672,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           c.rows_fetched = std::llround((tr.lookup_h2d + tr.prefetch_h2d) / row);
           c.bytes_h2d = std::llround(tr.lookup_h2d + tr.prefetch_h2d + tr.update_h2d);
           c.bytes_d2h = std::llround(tr.update_d2h);
-          if (measured) {  // the run's totals (RunResult::TableStorage: measured steps, all ranks)
+          if (measured && own_lookups > 0) {  // the run's totals (RunResult::TableStorage: measured steps, all ranks)
             RunResult::TableStorage& ts = result.table_storage[static_cast<size_t>(key.first)];
             ts.cache_hits += c.cache_hits;
             ts.cache_misses += c.cache_misses;
@@ -661,7 +691,27 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         for (const auto& [key, b] : lookup_bytes) all_bytes += b;
         for (auto& [key, c] : load)
           if (all_bytes > 0) c.lookup_ns = std::llround(static_cast<double>(lookup_ns) * lookup_bytes[key] / all_bytes);
-        for (const auto& [key, c] : load) session->add_load(c);
+        std::vector<sessions::LoadCounter> counters;
+        counters.reserve(load.size() * (fill_lookups > 0 ? 2 : 1));
+        for (const auto& [key, c] : load) {
+          if (own_lookups > 0) {
+            counters.push_back(c);
+          } else {  // nothing looked up: the shard's counter, empty
+            sessions::LoadCounter none;
+            none.step = c.step;
+            none.rank = c.rank;
+            none.table = c.table;
+            none.shard = c.shard;
+            counters.push_back(none);
+          }
+          if (fill_lookups > 0) {
+            sessions::LoadCounter f = c;
+            f.step = step - 1;
+            f.lookup_ns = all_bytes > 0 ? std::llround(static_cast<double>(fill_lookup_ns) * lookup_bytes[key] / all_bytes) : 0;
+            counters.push_back(f);
+          }
+        }
+        for (const sessions::LoadCounter& c : counters) session->add_load(c);
       }
     }
     if (session) {

@@ -1,6 +1,7 @@
 // The threaded executor's rank: devices and shards, setup, the step loop interpreting the step's
 // program op by op, memory records.
 #include "rank.h"
+#include "program/pipeline_fill.h"
 
 #include "embedscope/engine/input/bucketize.h"
 #include "embedscope/engine/sharding/plan_json.h"
@@ -680,22 +681,6 @@ void Rank::main() {
   summary.allocator_ns = arena_.allocator_ns();
 }
 
-namespace {
-// The phases of a pipeline's schedule that only its first iteration runs (step_program.cpp
-// step_schedule: `if (iteration == 0)`): they start the batches the steady state starts in the
-// steps before (the pipeline's fill).
-bool pipeline_fill_phase(PipelineKind pipeline, const Phase& ph) {
-  switch (pipeline) {
-    case PipelineKind::base: return false;
-    case PipelineKind::sparse_dist: return ph.kind == PhaseKind::start_batch && ph.batch == 0;
-    case PipelineKind::semi_sync:
-      return (ph.kind == PhaseKind::start_batch && (ph.batch == 0 || ph.batch == 1)) ||
-             (ph.kind == PhaseKind::lookup && ph.batch == 0);
-  }
-  return false;
-}
-}  // namespace
-
 // The executor does not know the pipelines nor the sharding types: it walks the step's
 // schedule (program/step_program.h), each phase on the batch it names, and hands every op of
 // the phase to its owner (run_op). The waits come from the program (rank.h).
@@ -719,7 +704,7 @@ bool Rank::step(int64_t it) {
     if (b.seen_in >= 0 && b.seen_in != it) settle(b);
     b.seen_in = it;
     // a run without warm-up: the pipeline's fill goes to step -1 (rank.h fill_phase_)
-    fill_phase_ = measured_ && it == 0 && pipeline_fill_phase(spec.pipeline, ph);
+    fill_phase_ = measured_ && it == 0 && program::pipeline_fill_phase(spec.pipeline, ph);
     fill_phase_live_ = fill_phase_;
     for (int i = ph.first_op; i < ph.first_op + ph.num_ops; ++i) {
       const ProgramOp& op = pr.p.ops[static_cast<size_t>(i)];

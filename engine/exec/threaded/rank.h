@@ -544,7 +544,7 @@ class Rank final : public sharding::RankContext {
   std::map<std::pair<int, int>, sessions::LoadCounter> fill_load_;
   bool fill_lookup_ = false;
   // Likewise its collectives (trace50): in a run without warm-up, the phases only iteration 0
-  // runs (rank.cpp pipeline_fill_phase: sparse_dist's start_batch 0, semi_sync's start_batch 0, lookup 0
+  // runs (program/pipeline_fill.h pipeline_fill_phase: sparse_dist's start_batch 0, semi_sync's start_batch 0, lookup 0
   // and start_batch 1) start the batches that a warm-up step would have started; their comm
   // spans and collective records go to step -1, so measured step 0 holds the collectives of a
   // steady step (semi_sync's step 0 held three batches' input dists and two output dists).
