@@ -581,12 +581,6 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           ++(fill_to_warmup && program::pipeline_fill_phase(spec_.pipeline, ph) ? fill_lookups : own_lookups);
       if (session) {
         const int64_t bytes = memory[static_cast<size_t>(r)].total();
-        session->add_step({step, r, t0, t1, 0.0, bytes, bytes});
-        sessions::MemoryCounter m;
-        m.step = step;
-        m.rank = r;
-        m.allocated = m.reserved = m.peak_allocated = m.peak_reserved = bytes;
-        session->add_memory(m);
         // expected load of every local shard (program/program_sink.h expected_slot_ids)
         std::map<std::pair<int, int>, sessions::LoadCounter> load;
         std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> host_ids;  // shards in host memory
@@ -711,7 +705,16 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
             counters.push_back(f);
           }
         }
-        for (const sessions::LoadCounter& c : counters) session->add_load(c);
+        // the step row and its load counters in one transaction (add_step_records), as the
+        // measured ranks write theirs (exec/threaded/rank.cpp) and the simulated LM run
+        // (lm_simulated.cpp): a session cut by a failed write keeps every step row it holds with
+        // its counters, and no counter without its row. No id histogram: nothing draws an id.
+        session->add_step_records({step, r, t0, t1, 0.0, bytes, bytes}, counters, {});
+        sessions::MemoryCounter m;
+        m.step = step;
+        m.rank = r;
+        m.allocated = m.reserved = m.peak_allocated = m.peak_reserved = bytes;
+        session->add_memory(m);
       }
     }
     if (session) {
@@ -730,6 +733,14 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         sp.eta_s = 0;  // the simulation's own time is not the run's
       }
       opt_.on_step(sp);
+    }
+    // a session that can no longer be written (a full disk): stop after the step in which the
+    // writer said so, as the measured ranks do (rank.cpp) and simulate_lm; run_training's close
+    // (exec::close_run_session) says what the session kept, and the run exits 1. Before (sim51),
+    // the simulation ran every remaining step into a writer that wrote nothing more.
+    if (session && session->write_failed()) {
+      result.ended = RunEnd::write_failed;
+      break;
     }
     if (opt_.cancel && opt_.cancel->load()) {
       result.ended = RunEnd::cancelled;
