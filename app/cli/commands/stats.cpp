@@ -346,6 +346,21 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                   {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     j["tables"] = json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false);
+    // a simulated session's hot_ids (null in its metadata: table_storage_json(.., measured =
+    // false)) are its replicas' load counters over the measured steps, the figure the text's
+    // hot-rows block divides by the steps (hot_rows_text; sim51: the text said 46.0 ids/step where
+    // the JSON said null); a table without such counters (an older file) keeps null
+    if (j["tables"].is_array()) {
+      std::optional<std::map<int32_t, int64_t>> counted;  // read once, when first needed
+      for (size_t i = 0; i < j["tables"].size(); ++i) {
+        json& t = j["tables"][i];
+        if (!t.is_object() || t.value("hot_rows", int64_t{0}) <= 0 || !t.contains("hot_ids") || !t["hot_ids"].is_null() ||
+            st.steps <= 0)
+          continue;
+        if (!counted) counted = ss::hot_row_replica_ids(session.load(), st.steps);
+        if (const auto c = counted->find(static_cast<int32_t>(i)); c != counted->end()) t["hot_ids"] = c->second;
+      }
+    }
     // the held-out evaluation as the run recorded it (null: none asked for, or an older file)
     j["held_out"] = json::parse(session.meta(ss::meta::kHeldOutJson, "null"), nullptr, false);
     j["overlap_definition"] = ss::overlap_definition(st);
