@@ -14,7 +14,6 @@
 #include <map>
 #include <set>
 
-#include "embedscope/engine/input/id_share.h"
 #include "embedscope/engine/input/input.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/memory/allocator.h"
@@ -124,39 +123,6 @@ std::vector<std::vector<int64_t>> dense_device_calls(const WorkloadSpec& spec, c
   return calls;
 }
 
-namespace {
-
-// sum over rows of 1 - (1 - p_k)^n: the expected distinct rows among n draws
-double distinct_of(const IdDistribution& d, int64_t N, double n) {
-  if (N <= 0 || n <= 0) return 0;
-  auto hit = [n](double p) { return -std::expm1(n * std::log1p(-std::min(p, 1.0))); };
-  if (d.kind != IdDistributionKind::zipf) return static_cast<double>(N) * hit(1.0 / static_cast<double>(N));
-  const double H = zipf_mass(N, d.alpha);
-  double out = 0;
-  constexpr int64_t kExact = 65536;
-  for (int64_t k = 1; k <= std::min(N, kExact); ++k) out += hit(std::pow(static_cast<double>(k), -d.alpha) / H);
-  for (int64_t lo = kExact + 1; lo <= N;) {  // rows [lo, hi] at the probability of their middle
-    const int64_t hi = std::min(N, std::max(lo, static_cast<int64_t>(static_cast<double>(lo) * 1.01)));
-    const double mid = 0.5 * static_cast<double>(lo + hi);
-    out += static_cast<double>(hi - lo + 1) * hit(std::pow(mid, -d.alpha) / H);
-    lo = hi + 1;
-  }
-  return out;
-}
-
-}  // namespace
-
-int64_t expected_distinct_rows(const WorkloadSpec& spec, const Layout& L, int table) {
-  const TableSpec& t = spec.tables[static_cast<size_t>(table)];
-  const auto& feats = L.table_features[static_cast<size_t>(table)];
-  if (feats.empty()) return 0;
-  double n = 0;
-  for (const int f : feats) n += static_cast<double>(L.B) * bag_length_moments(spec.features[static_cast<size_t>(f)].pooling_factor).mean;
-  double d = distinct_of(spec.features[static_cast<size_t>(feats.front())].ids, t.num_embeddings, n);
-  if (t.hash_size > 0) d = distinct_of(IdDistribution{}, t.hash_size, d);
-  return std::llround(d);
-}
-
 AllocatorReplay::AllocatorReplay(AllocatorKind kind, int64_t max_split_size)
     : alloc_(DeviceAllocator::create(
           {kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind, kMaxMemoryBytes, max_split_size, false})),
@@ -220,9 +186,8 @@ namespace {
 // One rank's replay: the allocator and the blocks of each batch in flight.
 class Replay {
  public:
-  Replay(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank,
-         const std::vector<int64_t>& dp_rows, const SlotShares& shares)
-      : spec_(spec), plan_(plan), L_(L), me_(rank), dp_rows_(dp_rows),
+  Replay(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank, const SlotShares& shares)
+      : spec_(spec), plan_(plan), L_(L), me_(rank),
         mem_(spec.memory.allocator, spec.memory.max_split_size),
         mine_(L.slots_to[static_cast<size_t>(rank)]),
         recv_ids_(received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))),
@@ -445,7 +410,7 @@ class Replay {
 
   // rank_train.cpp
   void train(int64_t bi) {
-    constexpr int64_t f32 = 4, i64 = 8;
+    constexpr int64_t f32 = 4;
     const int64_t W = L_.world, B = L_.B;
     Blocks& b = batches_[bi];
     std::vector<Allocation> dpooled, slot_grad;
@@ -476,12 +441,17 @@ class Replay {
       give(cross);
       give(s);
     }
-    // data-parallel tables: every replica's gradient rows and values, one table at a time
-    for (size_t i = 0; i < L_.dp_tables.size(); ++i) {
-      const int64_t rows = W * dp_rows_[i];
-      pair(rows * i64, rows * spec_.tables[static_cast<size_t>(L_.dp_tables[i])].embedding_dim * f32);
-    }
     host_fetch(bi, true);
+    // data-parallel tables (sharding/data_parallel.cpp), after the fused optimizer: each table's
+    // dense rows x dim gradient and its rows touched flags, one table at a time, the flags
+    // given back first, both before the table's update (whose cuda staging of the updated rows,
+    // fewer than the gradient's, is not replayed)
+    for (const int t : L_.dp_tables) {
+      const TableSpec& ts = spec_.tables[static_cast<size_t>(t)];
+      Allocation grad = take(ts.rows() * ts.embedding_dim * f32, bi), flags = take(ts.rows() * f32, bi);
+      give(flags);
+      give(grad);
+    }
     // hot rows (sharding/hot_rows.cpp): every hot table's rows x (dim + 1) block, one buffer
     if (!L_.hot_tables.empty()) {
       int64_t floats = 0;
@@ -510,7 +480,6 @@ class Replay {
   const ShardingPlan& plan_;
   const Layout& L_;
   int me_;
-  const std::vector<int64_t>& dp_rows_;  // per data-parallel table: expected_distinct_rows
   AllocatorReplay mem_;  // the rank's allocator (bookkeeping only)
   const std::vector<int>& mine_;
   int64_t recv_ids_;  // ids received for the local slots in one batch
@@ -532,19 +501,15 @@ std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const Shardi
 
 std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L,
                                           const SlotShares& shares) {
-  std::vector<int64_t> dp_rows;
-  for (int t : L.dp_tables) dp_rows.push_back(expected_distinct_rows(spec, L, t));
   std::vector<ReplayedMemory> out;
-  for (int r = 0; r < L.world; ++r) out.push_back(Replay(spec, plan, L, r, dp_rows, shares).run());
+  for (int r = 0; r < L.world; ++r) out.push_back(Replay(spec, plan, L, r, shares).run());
   return out;
 }
 
 ReplayedMemory replay_rank_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank,
                                   const SlotShares& shares) {
   if (rank < 0 || rank >= L.world) throw std::out_of_range("replay_rank_memory: rank " + std::to_string(rank));
-  std::vector<int64_t> dp_rows;
-  for (int t : L.dp_tables) dp_rows.push_back(expected_distinct_rows(spec, L, t));
-  return Replay(spec, plan, L, rank, dp_rows, shares).run();
+  return Replay(spec, plan, L, rank, shares).run();
 }
 
 PlanIndependentMemory plan_independent_memory(const WorkloadSpec& spec, int64_t batch_size) {

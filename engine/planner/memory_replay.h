@@ -120,13 +120,6 @@ int64_t received_ids_quantile(const WorkloadSpec& spec, const Layout& L, const S
 /// bound: batches x P(N(0, 1) > z) = 0.05). 1 batch: 1.645; 4: 2.24; 1,000: 3.89.
 double max_quantile_z(int64_t batches);
 
-/// The expected distinct rows among the ids of one rank's batch in a data-parallel table (its
-/// features' B bags each): sum over rows of 1 - (1 - p_k)^n with p_k the row's probability under
-/// the first feature's distribution (uniform: N (1 - (1 - 1/N)^n); Zipf: exact for the 65,536
-/// hottest rows, then geometric groups of rows of ratio 1.01 at their middle probability);
-/// a hashed table maps those distinct ids onto hash_size rows the same way (uniformly).
-int64_t expected_distinct_rows(const WorkloadSpec& spec, const Layout& L, int table);
-
 /// The device copies the cuda rank makes for each call of a dense part that is not resident
 /// (DCN-v2, "dense": null; exec/threaded/rank.cpp dense_layers_on_gpu) in one train phase - the
 /// replay uses it for those only - in call order - bottom MLP forward, dot
@@ -170,7 +163,10 @@ struct ReplayedMemory {
 /// Per rank, replays setup and the first min(warmup_steps + steps, 8) iterations of `rank` (later
 /// iterations repeat the steady state's sizes, and the last two start fewer batches) with
 /// batches of received_ids_quantile's size (z of max_quantile_z over all the run's iterations), through an allocator of spec.memory's kind (caching
-/// for cuda_async), capacity unbounded (the fit is checked afterwards). With devices.backend cuda
+/// for cuda_async), capacity unbounded (the fit is checked afterwards). Each data_parallel table
+/// takes its dense gradient (rows x dim fp32) and its rows' touched flags (rows fp32) after the
+/// fused optimizer, one table at a time (sharding/data_parallel.cpp): exact sizes, whatever the
+/// ids (e.g. 1,000 x 64: 256,000 + 4,000 B, each rounded to 512 B). With devices.backend cuda
 /// a dot / cat dense part is resident on the device: its activations' block has the resident
 /// layout (dense_resident_activation_floats_per_sample, model/dense.h) and nothing else is
 /// copied; DCN-v2 and "dense": null keep the per-call path: each dense call's copies
@@ -178,8 +174,7 @@ struct ReplayedMemory {
 /// before the batch's gradients go. Not replayed: memory compaction, live rebalancing, the cuda backend's copies of the
 /// lookups' ids and the updates' rows (transient per shard; below the dense part's in every
 /// preset measured, tests/engine/planner/cuda_staging_estimate_test.cpp). Cost O(iterations x (slots +
-/// features + sharding modules)) allocator calls a rank, and expected_distinct_rows once per
-/// data-parallel table.
+/// features + sharding modules)) allocator calls a rank.
 std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L);
 
 /// replay_memory with `shares` built by the caller: SlotShares depends on the layout only

@@ -9,6 +9,7 @@
 #include "embedscope/engine/cost/cost_model.h"
 #include "embedscope/engine/cost/network_floor.h"
 #include "embedscope/engine/cost/shared_cores.h"
+#include "program/data_parallel_bytes.h"
 #include "program/input_op_bytes.h"
 #include "program/program_sink.h"
 
@@ -87,11 +88,11 @@ double CallModel::call_ns(const std::vector<int>& members, const std::vector<dou
   return static_cast<double>(std::max(collective_call_ns(ms, hw_), floor));
 }
 
-double CallModel::dp_calls_ns(double rows, int64_t cols) const {
-  // an all-gather of c bytes a member: c to each of the n - 1 peers, c from each (X = n c)
-  const double n = static_cast<double>(W_);
-  const auto gather = [&](double c) { return call_ns(world_, std::vector<double>(world_.size(), n * c), 1.0); };
-  return gather(8.0) + gather(8.0 * rows) + gather(4.0 * rows * static_cast<double>(cols));
+double CallModel::dp_calls_ns(int64_t rows, int64_t cols) const {
+  // sharding/data_parallel.cpp: the dense gradient's all-reduce and the touched flags', each a
+  // world call of its own (program/data_parallel_bytes.h)
+  return world_all_reduce_ns(program::dp_gradient_elements(rows, cols), 4) +
+         world_all_reduce_ns(program::dp_flag_elements(rows), 4);
 }
 
 PhaseMax CallModel::critical_path(const std::vector<Perf>& per) const {

@@ -34,7 +34,7 @@ struct Perf {
   /// X (n-1)/n, every other member's X / n (CallModel::call_ns).
   std::array<double, kCalls> bytes{};
   unsigned calls = 0;       ///< bit c: the step has call c
-  int dp_tables = 0;        ///< data_parallel replicas (each: 2 compute ops and 3 calls of its own)
+  int dp_tables = 0;        ///< data_parallel replicas (each: 2 compute ops and 2 all-reduces of its own)
   double dp_calls_ns = 0;   ///< the time of those calls, ns
   /// World calls of the gradient dist that every rank joins whatever it holds, ns: a factorized
   /// (low_rank_dim) row_wise table's B all-reduce, carried by the table's first row shard and
@@ -72,9 +72,10 @@ class CallModel {
   CallModel(const WorkloadSpec& spec, const HardwareProfile& hw, int world, int local);
   /// The critical path of per-rank sums `per` (size world).
   PhaseMax critical_path(const std::vector<Perf>& per) const;
-  /// The 3 calls of one data_parallel table's gradient dist (all-gathers of the row count, the
-  /// rows and the values; `rows` distinct rows a replica, `cols` columns), ns.
-  double dp_calls_ns(double rows, int64_t cols) const;
+  /// The 2 calls of one data_parallel table's gradient dist (sharding/data_parallel.cpp): the
+  /// world all-reduces of its dense `rows` x `cols` fp32 gradient and of its `rows` fp32 touched
+  /// flags, each world_all_reduce_ns, ns.
+  double dp_calls_ns(int64_t rows, int64_t cols) const;
   /// One world all-reduce of `count` elements of `elem_bytes`, ns, timed exactly as plan_stats
   /// times the program's call: each member by collective_ns (cost_model.h: ring, 2(n-1)/n of the
   /// buffer), the call by collective_call_ns, floored by emulated_floor_ns (network_floor.h).

@@ -23,6 +23,7 @@
 #include "planner/candidate_overflow.h"
 #include "planner/memory_replay.h"
 #include "planner/prerank.h"
+#include "program/data_parallel_bytes.h"
 #include "program/input_op_bytes.h"
 #include "program/program_sink.h"
 
@@ -440,24 +441,30 @@ class Search {
         return p;
       }
       case ShardingType::data_parallel: {
-        // local lookups of the own batch; backward: the all-gather of every rank's sparse
-        // gradients (ids and rows)
+        // local lookups of the own batch; backward: DDP's all-reduce of the dense rows x cols
+        // gradient and the rows' touched flags (sharding/data_parallel.cpp), program/
+        // data_parallel_bytes.h's figures, as the StepProgram's ops carry them
         const double look = B * ti.pf_sum;
         Perf p = cost_.perf(t, look, s.num_cols, 0.0, 0.0);
         // the lookup op's bytes of the replica (sharding/data_parallel.cpp: own B bags a feature)
         p.fwd_compute = 1e9 * program::ProgramSink::lookup_bytes(look, t, s.num_cols, B * nf) /
                         (hw_.gpu.hbm_bandwidth_bytes_per_s * hw_.gpu.tbe_forward_efficiency);
-        const double rows = std::min(look, static_cast<double>(t.rows()));
-        p.bwd_comms = 1e9 * (W_ - 1) * rows * (8.0 + 4.0 * static_cast<double>(s.num_cols)) /
+        // backward_data_parallel and optimizer_data_parallel (every rank's touched rows, the
+        // uniform expectation over the world's ids)
+        const int64_t V = t.rows();
+        const double updated = program::uniform_distinct_rows(static_cast<double>(V), W_ * look);
+        p.bwd_compute = 1e9 *
+                        (program::dp_backward_bytes(look, B * nf, V, s.num_cols) + program::dp_scan_bytes(V, s.num_cols) +
+                         program::ProgramSink::update_bytes(updated, t, s.num_cols, 0, spec_.optimizer.type)) /
+                        (hw_.gpu.hbm_bandwidth_bytes_per_s * hw_.gpu.tbe_backward_efficiency);
+        // the partitioner's bandwidth term: a ring all-reduce moves 2 (n-1)/n of the buffers
+        const double frac = W_ > 1 ? 2.0 * static_cast<double>(W_ - 1) / W_ : 0.0;
+        p.bwd_comms = 1e9 * frac * 4.0 *
+                      static_cast<double>(program::dp_gradient_elements(V, s.num_cols) + program::dp_flag_elements(V)) /
                       hw_.intra_node.bus_bandwidth_bytes_per_s;
-        p.bwd_compute += p.bwd_compute * (W_ - 1);  // every rank applies every rank's gradients
-        // its own three all-gathers a step (count, rows, values) of the distinct rows a replica
-        // updates, N (1 - (1 - 1/N)^n) of its n ids (sharding/data_parallel.cpp)
+        // its own two world all-reduces a step (gradient, flags)
         p.dp_tables = 1;
-        if (dp_calls_[i] < 0) {
-          const double N = static_cast<double>(t.rows());
-          dp_calls_[i] = calls_.dp_calls_ns(std::round(N * (1.0 - std::pow(1.0 - 1.0 / N, look))), s.num_cols);
-        }
+        if (dp_calls_[i] < 0) dp_calls_[i] = calls_.dp_calls_ns(V, s.num_cols);
         p.dp_calls_ns = dp_calls_[i];
         return p;
       }

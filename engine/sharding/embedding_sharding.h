@@ -9,8 +9,8 @@
 //   pooled_all_to_all.cpp  table_wise and column_wise: all-to-all of B x cols blocks
 //   row_wise.cpp           row_wise: reduce-scatter of partial sums / all-gather of gradients
 //   table_row_wise.cpp     table_row_wise: reduce-scatter in the node, all-to-all across nodes
-//   data_parallel.cpp      data_parallel: no dist; local lookups on every replica, sparse
-//                          gradients all-gathered and applied on every replica
+//   data_parallel.cpp      data_parallel: no dist; local lookups on every replica, each
+//                          replica's dense gradient all-reduced (DDP) and applied on every replica
 //   hot_rows.cpp           the hot rows of row-split tables (TableSharding::hot_rows): replicas
 //                          looked up locally, gradients all-reduced as a dense block
 // A new sharding type is a new file here plus its entry in the spec's enum table and in

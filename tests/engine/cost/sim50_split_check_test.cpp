@@ -77,7 +77,7 @@ TEST(Sim50SplitCheck, AGpuProfileCostsTheCheckNothingACpuProfileTimesIt) {
   ASSERT_TRUE(s50::is_split_check(check));
   EXPECT_EQ(s50::collective_ns(check, 0, 2, gpu), 0);
   // the same all-gather under another name is a real call: 1,000 ns + 32 B / 1e11 B/s = 1,000.32 -> 1,000 ns
-  const s50::CollectiveCall gather = sim50_check("grad_dist/data_parallel_all_gather");
+  const s50::CollectiveCall gather = sim50_check("grad_dist/all_gather");
   EXPECT_FALSE(s50::is_split_check(gather));
   EXPECT_EQ(s50::collective_ns(gather, 0, 2, gpu), 1000);
   EXPECT_FALSE(s50::is_split_check(sim50_check("split_check")));  // the suffix of a longer name only

@@ -137,21 +137,3 @@ TEST(MemoryReplay, QuantileOfTheLargestBatch) {
   EXPECT_NEAR(detail::max_quantile_z(4), 2.2414, 1e-3);
   EXPECT_NEAR(detail::max_quantile_z(1000), 3.8906, 1e-3);
 }
-
-// A data-parallel table of 1,000 rows read by one uniform feature of 2 ids a bag, batch 64:
-// 128 draws hit 1000 (1 - (1 - 1/1000)^128) = 120.2 distinct rows.
-TEST(MemoryReplay, DistinctRowsOfADataParallelTable) {
-  WorkloadSpec s = load_preset("tiny");
-  s.batch_size = 64;
-  s.tables.resize(1);
-  s.tables[0].num_embeddings = 1000;
-  s.tables[0].feature_names = {"f_a"};
-  s.features = {FeatureSpec{"f_a", PoolingFactor{true, 2.0, 2}, IdDistribution{}}};
-  s.sharding.default_type = ShardingType::data_parallel;
-  s.sharding.per_table.clear();
-  const ShardingPlan plan = plan_sharding(s);
-  const detail::Layout L(s, plan);
-  EXPECT_EQ(detail::expected_distinct_rows(s, L, 0), 120);
-  s.tables[0].hash_size = 100;  // 120.2 distinct ids onto 100 rows: 100 (1 - 0.99^120.2) = 70.1
-  EXPECT_EQ(detail::expected_distinct_rows(s, detail::Layout(s, plan), 0), 70);
-}

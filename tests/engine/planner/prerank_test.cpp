@@ -171,26 +171,31 @@ TEST(PlannerPreRank, EmulatedNetworkIsAFloorUnderEveryCall) {
   EXPECT_LT(plan_stats(spec, plan, hw).ranks[0].fwd_comms_ns, 10);
 }
 
-// A data_parallel table (plan41): no input or output dist, but its own 3 all-gathers a step
-// (sharding/data_parallel.cpp): the row count (8 B to the peer), the rows and the values of the
-// N (1 - (1 - 1/N)^n) = 1000 (1 - 0.999^4) = 3.994 -> 4 distinct rows of a replica's 4 ids
-// (32 B, 4 x 8 x 4 = 128 B): 10,008 + 10,032 + 10,128 = 30,168 ns of bwd comms; bwd compute:
-// every rank applies both replicas' gradients, 2 x 2 x 128 B = 512 ns, and 3 launches (the fused
-// backward, the table's backward and its optimizer): 3,512 ns. fwd compute (plan42): bucketize
-// 128 B, kjt_permute of no slot 0 B, the replica's lookup 4 x 40 + 4 bags x 32 = 288 B, 3
-// launches: 3,416 ns, as plan_stats.
-TEST(PlannerPreRank, DataParallelTablesPayThreeCallsEach) {
+// A data_parallel table (plan41; dp51: DDP's dense all-reduce, tester50 F9): no input or output
+// dist, but its own 2 world all-reduces a step (sharding/data_parallel.cpp): the dense 1000 x 8
+// fp32 gradient (32,000 B; a ring moves 2 (2-1)/2 of it each way: 32,000 B) and the 1,000 touched
+// flags (4,000 B): 10,000 + 32,000 + 10,000 + 4,000 = 56,000 ns of bwd comms (the 3 all-gathers
+// of the sparse rows before: 30,168 ns). bwd compute (program/data_parallel_bytes.h):
+// backward_data_parallel 4 bags x 32 + 4 x 1000 x 9 + 4 ids x (8 + 64 + 4) = 128 + 36,000 + 304
+// = 36,432 B; optimizer_data_parallel the scan 36,000 B + sgd's update of the rows both ranks'
+// 8 ids touch, 1000 (1 - 0.999^8) = 7.97206 rows x (8 + 2 x 32) = 573.988 B; plus 3 launches
+// (the fused backward of no slot, the table's two ops): 76,005.988 ns pre-ranked, 76,006 in
+// plan_stats (36,432 + 1,000; llround(36,573.988) = 36,574 + 1,000; 1,000). fwd compute (plan42):
+// bucketize 128 B, kjt_permute of no slot 0 B, the replica's lookup 4 x 40 + 4 bags x 32 = 288 B,
+// 3 launches: 3,416 ns, as plan_stats.
+TEST(PlannerPreRank, DataParallelTablesPayTwoAllReducesEach) {
   const WorkloadSpec spec = prerank_spec(2, {1.0});
   const ShardingPlan plan{2, 2, {{0, ShardingType::data_parallel, -1, {{0, 0, 1000, 0, 8}, {1, 0, 1000, 0, 8}}}}};
   const HardwareProfile hw = prerank_profile();
   const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
   EXPECT_DOUBLE_EQ(e.fwd_comms_ns, 0.0);
-  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 30168.0);
+  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 56000.0);
   EXPECT_DOUBLE_EQ(e.fwd_compute_ns, 3416.0);
-  EXPECT_DOUBLE_EQ(e.bwd_compute_ns, 3512.0);
+  EXPECT_NEAR(e.bwd_compute_ns, 76005.988, 1e-3);
   const PlanStats st = plan_stats(spec, plan, hw);
   EXPECT_EQ(st.ranks[0].fwd_comms_ns, 0);
   EXPECT_EQ(st.ranks[0].fwd_compute_ns, 3416);
-  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 30168);
-  EXPECT_EQ(st.ranks[1].bwd_comms_ns, 30168);
+  EXPECT_EQ(st.ranks[0].bwd_compute_ns, 76006);
+  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 56000);
+  EXPECT_EQ(st.ranks[1].bwd_comms_ns, 56000);
 }

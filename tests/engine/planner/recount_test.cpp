@@ -15,22 +15,27 @@
 
 using namespace embedscope::engine;
 
-// tiny on 4 GPU ranks (direct allocator), the search restricted to data_parallel: one proposal,
-// uniform:data_parallel, every table on every rank. Each rank then needs weights 512 + 512 + 2,560
-// + 48,128 = 51,712 B (t_small 16 B, t_a 320 B, t_b 2,400 B, t_c 48,000 B, each rounded up to
-// 512 B), dense 16,896 B and buffers 5,120 B: 73,728 B, exactly the devices' memory, so it fits.
-// The partitioner's bound: 73,728 - 16,896 (dense) - 6,656 (rank 3's buffers in the table_wise
-// reference, the fewest) = 50,176 B < the 50,736 B of shards on each rank: over capacity.
+// tiny on 4 GPU ranks (direct allocator) at batch 64, the search restricted to data_parallel:
+// one proposal, uniform:data_parallel, every table on every rank. Each rank then needs weights
+// 512 + 512 + 2,560 + 48,128 = 51,712 B (t_small 16 B, t_a 320 B, t_b 2,400 B, t_c 48,000 B,
+// each rounded up to 512 B), dense 87,040 B and buffers 18,432 B: 157,184 B, exactly the
+// devices' memory, so it fits. The partitioner's bound: 157,184 - 87,040 (dense) - 26,624 (rank
+// 3's buffers in the table_wise reference, the fewest) = 43,520 B < the 50,736 B of shards on
+// each rank: over capacity. (dp51: at tiny's batch 8, as before, a data_parallel rank's buffers
+// hold t_c's dense 1,000 x 12 gradient and flags, 48,128 + 4,096 B, more than any table_wise
+// rank's: the bound no longer refuses that plan. At batch 64 its buffers are the batch's pooled
+// embeddings and their gradients, fewer than the table_wise plan's all-to-all buffers.)
 TEST(PlannerRecount, ACandidateThatFitsCountsAsPossible) {
   WorkloadSpec spec = load_preset("tiny");
   spec.devices.count = 4;
+  spec.batch_size = 64;
   spec.memory.allocator = AllocatorKind::direct;
-  spec.devices.memory_bytes = 73728;
+  spec.devices.memory_bytes = 157184;
   // the reference figures the bound is made of (the premise)
   for (const auto& e : estimate_memory(spec, plan_sharding(spec))) {
-    EXPECT_EQ(e.dense, 16896) << e.rank;
-    if (e.rank == 3) EXPECT_EQ(e.buffers, 6656);
-    EXPECT_GE(e.buffers, 6656) << e.rank;
+    EXPECT_EQ(e.dense, 87040) << e.rank;
+    if (e.rank == 3) EXPECT_EQ(e.buffers, 26624);
+    EXPECT_GE(e.buffers, 26624) << e.rank;
   }
   PlanSearchOptions only_dp;
   only_dp.sharding_types = {ShardingType::data_parallel};
@@ -38,14 +43,14 @@ TEST(PlannerRecount, ACandidateThatFitsCountsAsPossible) {
   EXPECT_EQ(r.proposer, "uniform:data_parallel");
   for (const auto& e : estimate_memory(spec, r.plan)) {
     EXPECT_EQ(e.weights, 51712) << e.rank;
-    EXPECT_EQ(e.buffers, 5120) << e.rank;
-    EXPECT_EQ(e.total(), 73728) << e.rank;
+    EXPECT_EQ(e.buffers, 18432) << e.rank;
+    EXPECT_EQ(e.total(), 157184) << e.rank;
   }
   EXPECT_TRUE(r.stats.fits);
   EXPECT_EQ(r.proposals, 1);
   EXPECT_EQ(r.feasible, 1) << "the plan that fits was not counted as possible";
   // one byte less: the same plan no longer fits, and nothing else is proposed
-  spec.devices.memory_bytes = 73727;
+  spec.devices.memory_bytes = 157183;
   EXPECT_THROW((void)plan_search(spec, planner_testing::round_profile("recount"), only_dp), NoPlanFits);
 }
 

@@ -155,7 +155,7 @@ TEST(OpOwner, EveryOpOfEveryProgramHasAnOwner) {
 
 // The modules with update ops of their own, with their kinds and arguments (a table, or a hot
 // table's index): table_row_wise's two dists (module 1 of table_wise + table_row_wise), the
-// replicated tables' four ops a table (data_parallel), the hot rows' fused ops and one
+// replicated tables' three ops a table (data_parallel), the hot rows' fused ops and one
 // optimizer per hot table, row_wise's factorized tables.
 TEST(OpOwner, ModulesTagTheirUpdateOpsWithTheirTables) {
   using Ops = std::vector<std::tuple<std::string, int, int>>;
@@ -172,10 +172,9 @@ TEST(OpOwner, ModulesTagTheirUpdateOpsWithTheirTables) {
     s.sharding.per_table["t_a"].type = ShardingType::data_parallel;
     s.sharding.per_table["t_c"].type = ShardingType::data_parallel;
     EXPECT_EQ(check_owners(s, plan_sharding(s), 1),
-              (Ops{{"backward_data_parallel", 0, 1}, {"grad_dist/data_parallel_counts", 1, 1},
-                   {"grad_dist/data_parallel_all_gather", 2, 1}, {"optimizer_data_parallel", 3, 1},
-                   {"backward_data_parallel", 0, 3}, {"grad_dist/data_parallel_counts", 1, 3},
-                   {"grad_dist/data_parallel_all_gather", 2, 3}, {"optimizer_data_parallel", 3, 3}}));
+              (Ops{{"backward_data_parallel", 0, 1}, {"grad_dist/data_parallel_all_reduce", 1, 1},
+                   {"optimizer_data_parallel", 2, 1}, {"backward_data_parallel", 0, 3},
+                   {"grad_dist/data_parallel_all_reduce", 1, 3}, {"optimizer_data_parallel", 2, 3}}));
   }
   {  // hot rows of t_a (table 1) and t_c (table 3), both row_wise: modules pooled_all_to_all,
      // row_wise, hot_rows

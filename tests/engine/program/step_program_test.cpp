@@ -116,8 +116,8 @@ TEST(StepProgram, EachShardingTypeBaseByHand) {
   dp_compute.push_back("dense_optimizer");
   // no table is looked up on another rank: no input dist and no pooled all-to-alls (tester33 D11)
   std::vector<std::string> dp_comm = {"dense_all_reduce"};
-  for (int t = 0; t < 4; ++t)
-    for (const char* n : {"grad_dist/data_parallel_counts", "grad_dist/data_parallel_all_gather"}) dp_comm.push_back(n);
+  // one comm op a table: DDP's all-reduce of its dense gradient and of its touched flags (dp51)
+  for (int t = 0; t < 4; ++t) dp_comm.push_back("grad_dist/data_parallel_all_reduce");
   const std::vector<Case> cases = {
       {ShardingType::table_wise, 2,
        {"input_dist/splits", "input_dist/lengths", "input_dist/ids", "output_dist/all_to_all", "dense_all_reduce",

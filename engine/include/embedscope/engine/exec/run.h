@@ -23,8 +23,9 @@
 //                nothing (data_parallel)
 //   dense        forward, BCE loss, backward (replicated dense part)
 //   grad_dist    the reverse collectives: all-to-all, all-gather, all-to-all + all-gather
-//   backward     embedding backward with the fused optimizer (data_parallel: sparse row
-//                gradients all-gathered, then applied on every replica)
+//   backward     embedding backward with the fused optimizer (data_parallel: each replica's
+//                dense rows x dim gradient all-reduced as DDP does, with the rows' touched
+//                flags, then the touched rows updated on every replica)
 //   allreduce    dense gradients (and the loss) all-reduced in DDP buckets (dense.bucket_cap_bytes),
 //                each started on the comm worker during the backward pass; SGD on the dense part
 // Pipelines (spec.pipeline; the comm worker runs queued collectives one at a time, in order):

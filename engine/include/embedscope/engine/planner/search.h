@@ -61,7 +61,9 @@
 //  - comms: the step's collective calls, one a module as the StepProgram has them (prerank.h
 //    Call: input dist splits / lengths / ids, the output dist's pooled all-to-all, row-wise
 //    reduce-scatter, table-row-wise reduce-scatter in each node and all-to-all across nodes,
-//    each mirrored in the gradient dist; 3 all-gathers per data_parallel table; every
+//    each mirrored in the gradient dist; 2 world all-reduces per data_parallel table, DDP's of
+//    its dense rows x dim fp32 gradient and one of its rows' touched flags, each timed as
+//    plan_stats times an all-reduce (sharding/data_parallel.cpp); every
 //    all-to-all and reduce-scatter preceded by its split check, an all-gather of 2n counts),
 //    each present only when a shard needs it. Member r of a call whose shards give X_r bytes (over all
 //    destinations; T their sum over the n members) moves max(X_r (n-1)/n, (T - X_r)/n) bytes,
@@ -82,8 +84,10 @@
 // a shard's expected distinct rows (cost/cache_model.h shard_distinct_rows) x the lines of a row
 // (program_sink.h lookup_row_lines forward, update_row_lines backward) x the coefficient, as the
 // program's lookup and fused update carry them (look46). The "input" op
-// is no phase of plan_stats' and is left out of both. Not modelled: a data_parallel replica's
-// backward bytes (its own formula above), the hot rows' replica lookups and updates (the
+// is no phase of plan_stats' and is left out of both. A data_parallel replica's backward is
+// its two ops' bytes (program/data_parallel_bytes.h: the dense gradient and flags zeroed,
+// written and scanned, 4 rows (dim + 1) each, and the fused update of the rows every rank's ids
+// touch, the uniform expectation). Not modelled: the hot rows' replica lookups and updates (the
 // slots' ids do exclude the hot rows' share), rounding of each op to ns.
 // host = a shard of a table in host memory (placement host / host_cached): the expected bytes of
 // its host_fetch (the lookup's misses) and host_update (optimizer state rows, dirty rows
