@@ -325,6 +325,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       bool registered = false;    // that collective's arrival is counted
       uint64_t seq = 0;
       std::vector<int64_t> start, end;
+      std::vector<uint64_t> correlation;  // per comm op: its first collective's sequence (the op's correlation)
       int64_t lane_free[3] = {0, 0, 0};
     };
     std::vector<Progress> pr(static_cast<size_t>(W));
@@ -333,6 +334,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       const auto n = steps[static_cast<size_t>(r)].ops.size();
       p.start.assign(n, -1);
       p.end.assign(n, -1);
+      p.correlation.assign(n, 0);
       p.lane_free[0] = p.lane_free[1] = p.lane_free[2] = rank_clock[static_cast<size_t>(r)];
       group_seq[static_cast<size_t>(r)].resize(group_ids.size(), 0);
     }
@@ -429,7 +431,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
             const SimCollective& c = s.collectives[static_cast<size_t>(p.coll)];
             const int n = static_cast<int>(c.call->peers.size());
             if (c.untimed_check) {  // its sequence number taken, recorded at the arrival, no wait
-              p.seq = group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)]++;
+              p.seq = ++group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)];
+              if (p.coll == 0) p.correlation[static_cast<size_t>(id)] = p.seq;
               record(c, p.cursor);
               ++p.coll;
               p.registered = false;
@@ -444,7 +447,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
                                             : s.sync_lag_ns;
                 p.cursor += std::max<int64_t>(0, sync_lag_draw(mean, r, it, id, p.coll) - std::llround(mean));
               }
-              p.seq = group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)]++;
+              p.seq = ++group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)];
+              if (p.coll == 0) p.correlation[static_cast<size_t>(id)] = p.seq;
               Rendezvous& rv = rendezvous[(static_cast<uint64_t>(c.group) << 40) | p.seq];
               ++rv.arrived;
               rv.ready_ns = std::max(rv.ready_ns, p.cursor);
@@ -542,6 +546,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         ev.step = step;
         ev.start_ns = p.start[i];
         ev.end_ns = p.end[i];
+        ev.correlation = p.correlation[i];
         for (const auto& c : op.collectives) ev.bytes += c.bytes_sent() + c.bytes_received();
         ev.bytes += op.bytes_h2d + op.bytes_d2h;
         events.push_back(ev);

@@ -16,6 +16,11 @@
 //    communication exactly as on a real cluster;
 //  - a comm op runs its collectives one after another; a step ends on a rank when its last op
 //    has ended (the pipelines' queued collectives always end inside the step).
+//  - sequence numbers: each group's collectives are numbered 1, 2, ... on every member, as the
+//    Gloo groups number them (comm/gloo_process_group.h); a comm op's correlation is the sequence
+//    of its first collective (the cpu executor's on_comm_lane, threaded/rank.h), so the session's
+//    collective instances (sessions/analysis/critical_path.h) form: waits for peers, cross-rank
+//    critical-path edges, per-collective bytes (tester51 F6, F1).
 //  - cpu ranks (a profile with a cpu block): the compute ops running at once on a node share its
 //    cores (cost/shared_cores.h ComputeSharing: each progresses at 1 / contention_factor(k) with
 //    k ops running), event-driven: when every rank is as far as it can get, the op that ends
