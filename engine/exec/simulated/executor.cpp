@@ -590,7 +590,9 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           c.shard = sl.shard;
           c.ids += std::llround(ids_so_far + ids) - std::llround(ids_so_far);
           ids_so_far += ids;
-          c.bytes_in += std::llround(ids * 8);
+          // the slot's ids and its W x B bags' lengths, int64 each, as the cpu executor counts them
+          // (threaded/rank_input.cpp: slot_ids + slot_len; tester51 F2)
+          c.bytes_in += std::llround(ids * 8) + W * spec_.batch_size * 8;
           c.bytes_out += W * spec_.batch_size * sl.s.num_cols * 4;
         }
         // the ids the rank looks up outside the slots, in its own batch (tester49 F8a: they were in
