@@ -221,8 +221,8 @@ namespace {
 class Replay {
  public:
   Replay(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank,
-         const std::vector<int64_t>& dp_rows, const SlotShares& shares)
-      : spec_(spec), plan_(plan), L_(L), me_(rank), dp_rows_(dp_rows),
+         const std::vector<int64_t>& dp_rows, const SlotShares& shares, bool step_ends = false)
+      : spec_(spec), plan_(plan), L_(L), me_(rank), dp_rows_(dp_rows), step_ends_(step_ends),
         mem_(spec.memory.allocator, spec.memory.max_split_size),
         mine_(L.slots_to[static_cast<size_t>(rank)]),
         recv_ids_(received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))),
@@ -247,6 +247,7 @@ class Replay {
           case PhaseKind::prefetch: break;  // rows copied straight into the cache: no device buffer
         }
       }
+      if (step_ends_) out_.step_ends.push_back(mem_.stats());  // the step's end (ReplayedMemory::step_ends)
     }
     out_.peak = mem_.stats().peak_allocated;
     out_.largest_block = mem_.largest_block();
@@ -511,6 +512,7 @@ class Replay {
   const Layout& L_;
   int me_;
   const std::vector<int64_t>& dp_rows_;  // per data-parallel table: expected_distinct_rows
+  bool step_ends_;                       // record the allocator's figures at each iteration's end
   AllocatorReplay mem_;  // the rank's allocator (bookkeeping only)
   const std::vector<int>& mine_;
   int64_t recv_ids_;  // ids received for the local slots in one batch
@@ -531,11 +533,11 @@ std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const Shardi
 }
 
 std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L,
-                                          const SlotShares& shares) {
+                                          const SlotShares& shares, bool step_ends) {
   std::vector<int64_t> dp_rows;
   for (int t : L.dp_tables) dp_rows.push_back(expected_distinct_rows(spec, L, t));
   std::vector<ReplayedMemory> out;
-  for (int r = 0; r < L.world; ++r) out.push_back(Replay(spec, plan, L, r, dp_rows, shares).run());
+  for (int r = 0; r < L.world; ++r) out.push_back(Replay(spec, plan, L, r, dp_rows, shares, step_ends).run());
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "planner/memory_replay.h"
 #include "program/program_sink.h"
 #include "sharding/layout.h"
 
@@ -156,6 +157,29 @@ std::vector<RunResult::TableStorage> planned_table_storage(const WorkloadSpec& s
   return out;
 }
 
+// The memory counter of rank `r`'s end of iteration `it` (tester51 F7): the planner's replay of
+// the rank's allocator (planner/memory_replay.h ReplayedMemory::step_ends) at that iteration's
+// end - allocated, reserved, segments, largest free block, fragmentation, as a run's rank records
+// its allocator (threaded/memory_records.h) - or at the last replayed one's for an iteration after
+// the replayed first min(iterations, 8) (the steady state's; a pipeline's drain in the last two is
+// not replayed). The peaks are the whole replay's at every step, as before: peak allocated the
+// estimate's total (`plan`'s total, the step rows' figure), peak reserved the replay's
+// peak_reserved (`plan --json`'s reserved_bytes).
+void fill_replayed_counter(sessions::MemoryCounter& m, const detail::ReplayedMemory& rm, const DeviceMemoryEstimate& e,
+                           int64_t it) {
+  m.allocated = m.reserved = m.peak_allocated = m.peak_reserved = e.total();
+  if (rm.step_ends.empty()) return;
+  const MemoryStats& s = rm.step_ends[static_cast<size_t>(std::min<int64_t>(it, static_cast<int64_t>(rm.step_ends.size()) - 1))];
+  m.allocated = s.allocated;
+  m.reserved = s.reserved;
+  m.peak_reserved = std::max(e.peak_reserved, e.total());
+  m.largest_free_block = s.largest_free_block;
+  m.rounding_loss = s.rounding_loss;
+  m.segments = s.segments;
+  m.external_fragmentation = s.external_fragmentation;
+  m.memviz_fragmentation = s.memviz_fragmentation;
+}
+
 }  // namespace
 
 SimulatedExecutor::SimulatedExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options)
@@ -174,7 +198,12 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   const detail::Layout layout(spec_, plan_);
   // host_cached tables: the iterations whose caches are still filling (program_sink.h)
   const int64_t cold_iterations = program::cold_start_iterations(spec_, layout);
-  const auto memory = estimate_memory(spec_, plan_);
+  // each rank's allocator replayed (planner/memory_replay.h): the estimate `plan` prints, and the
+  // allocator's figures at each replayed step end (the memory counters below, tester51 F7)
+  const std::vector<detail::ReplayedMemory> replayed =
+      detail::replay_memory(spec_, plan_, layout, detail::SlotShares(spec_, layout), true);
+  std::vector<DeviceMemoryEstimate> memory;
+  for (int r = 0; r < W; ++r) memory.push_back(detail::estimate_from_replay(replayed[static_cast<size_t>(r)], r));
   const bool host_tables = std::any_of(spec_.tables.begin(), spec_.tables.end(),
                                        [](const TableSpec& t) { return t.placement != TablePlacement::device; });
   result.samples_per_step = spec_.batch_size * W;
@@ -560,7 +589,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         sessions::MemoryCounter m;
         m.step = step;
         m.rank = r;
-        m.allocated = m.reserved = m.peak_allocated = m.peak_reserved = bytes;
+        fill_replayed_counter(m, replayed[static_cast<size_t>(r)], memory[static_cast<size_t>(r)], it);
         session->add_memory(m);
         // expected load of every local shard (program/program_sink.h expected_slot_ids)
         std::map<std::pair<int, int>, sessions::LoadCounter> load;

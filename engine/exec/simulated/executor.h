@@ -28,8 +28,12 @@
 //    running at its arrival (conc46). Each step is simulated on its own, so ops of different
 //    steps (a rank that began its next step while another finishes) do not share. GPUs (no cpu
 //    block): every op its cost-model time, as before.
-// Memory: the planner's storage estimate per rank (estimate_memory), recorded as the rank's
-// allocated and reserved bytes at every step; loads: the program's expected ids per shard.
+// Memory: the planner's replay of each rank's allocator (planner/memory_replay.h, what
+// estimate_memory and `plan` report): its estimate as the step rows' bytes and the peak allocated,
+// its peak_reserved as the peak reserved, and its allocator's figures at each replayed step end
+// (allocated, reserved, segments, fragmentation; the first min(iterations, 8), later steps as the
+// last of them) as the memory counters a run's rank records (tester51 F7); loads: the program's
+// expected ids per shard.
 // Not modelled: losses (nothing is trained: the session has none), allocator events, per-peer
 // splits of collectives in worlds over 64 ranks (their bytes are kept).
 
