@@ -73,6 +73,8 @@ std::vector<DeviceMemoryEstimate> estimate_memory(const WorkloadSpec& spec, cons
   return est;
 }
 
+DeviceMemoryEstimate estimate_from_replay(const ReplayedMemory& m, int rank) { return estimate_of(m, rank); }
+
 DeviceMemoryEstimate estimate_rank_memory(const WorkloadSpec& spec, const ShardingPlan& plan, int rank,
                                           const SlotShares& shares) {
   const Layout L(spec, plan);

@@ -186,8 +186,9 @@ namespace {
 // One rank's replay: the allocator and the blocks of each batch in flight.
 class Replay {
  public:
-  Replay(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank, const SlotShares& shares)
-      : spec_(spec), plan_(plan), L_(L), me_(rank),
+  Replay(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank, const SlotShares& shares,
+         bool step_ends = false)
+      : spec_(spec), plan_(plan), L_(L), me_(rank), step_ends_(step_ends),
         mem_(spec.memory.allocator, spec.memory.max_split_size),
         mine_(L.slots_to[static_cast<size_t>(rank)]),
         recv_ids_(received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))),
@@ -212,6 +213,7 @@ class Replay {
           case PhaseKind::prefetch: break;  // rows copied straight into the cache: no device buffer
         }
       }
+      if (step_ends_) out_.step_ends.push_back(mem_.stats());  // the step's end (ReplayedMemory::step_ends)
     }
     out_.peak = mem_.stats().peak_allocated;
     out_.largest_block = mem_.largest_block();
@@ -480,6 +482,7 @@ class Replay {
   const ShardingPlan& plan_;
   const Layout& L_;
   int me_;
+  bool step_ends_;  // record the allocator's figures at each iteration's end
   AllocatorReplay mem_;  // the rank's allocator (bookkeeping only)
   const std::vector<int>& mine_;
   int64_t recv_ids_;  // ids received for the local slots in one batch
@@ -500,9 +503,9 @@ std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const Shardi
 }
 
 std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L,
-                                          const SlotShares& shares) {
+                                          const SlotShares& shares, bool step_ends) {
   std::vector<ReplayedMemory> out;
-  for (int r = 0; r < L.world; ++r) out.push_back(Replay(spec, plan, L, r, shares).run());
+  for (int r = 0; r < L.world; ++r) out.push_back(Replay(spec, plan, L, r, shares, step_ends).run());
   return out;
 }
 

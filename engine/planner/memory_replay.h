@@ -158,6 +158,12 @@ struct ReplayedMemory {
   /// cuda_async, whose pool is opaque): where the same replay at that capacity runs out
   /// (AllocatorReplay::shortfall_at), else nothing (request 0)
   ReplayShortfall shortfall;
+  /// The replay's allocator figures at the end of each replayed iteration ([0] the run's first,
+  /// warm-up included; min(warmup_steps + steps, 8) of them), as a run's rank records its
+  /// allocator at each step end (threaded/memory_records.h arena_counter): allocated, reserved,
+  /// peaks so far, segments, largest free block, fragmentation. Empty unless replay_memory is
+  /// asked for them (step_ends = true: the simulated executor's memory counters, tester51 F7).
+  std::vector<MemoryStats> step_ends;
 };
 
 /// Per rank, replays setup and the first min(warmup_steps + steps, 8) iterations of `rank` (later
@@ -182,8 +188,14 @@ std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const Shardi
 /// SlotShares(spec, Layout(spec, any plan)) serves every plan of that spec - what the
 /// rebalancing policy does, whose search estimates a plan per candidate (building it was ~0.9 of
 /// the ~1 ms a rank's estimate took on hot_table_straggler: 4 Zipf features x 4,096 rows).
+/// `step_ends`: also fill each ReplayedMemory::step_ends (one allocator stats() a replayed
+/// iteration: O(segments + blocks) each).
 std::vector<ReplayedMemory> replay_memory(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L,
-                                          const SlotShares& shares);
+                                          const SlotShares& shares, bool step_ends = false);
+
+/// Rank `rank`'s DeviceMemoryEstimate from its replay `m`: what estimate_memory(spec, plan)[rank]
+/// is when `m` is replay_memory(spec, plan, ...)[rank] (the breakdown, peak_reserved, shortfall).
+DeviceMemoryEstimate estimate_from_replay(const ReplayedMemory& m, int rank);
 
 /// The replay of one rank, `rank` in [0, L.world): replay_memory(spec, plan, L, shares)[rank] at
 /// about 1 / world of its cost (each rank's replay is independent). Throws std::out_of_range

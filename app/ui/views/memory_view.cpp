@@ -317,9 +317,10 @@ void MemoryView::apply(MemoryViewData& d) {
       // an lm_embedding session's estimate is the LM one (tester43 F19 named the DLRM replay)
       const auto w = nlohmann::json::parse(session_->meta(sessions::meta::kWorkloadJson, "{}"), nullptr, false);
       const bool lm = w.is_object() && w.value("model", "") == "lm_embedding";
-      summary_->setText(QString("simulated: the memory estimate of each step (%1), allocated = reserved; "
-                                "no allocator events or snapshots")
-                            .arg(lm ? "planner/lm_memory_estimate.h" : "planner/memory_replay.h"));
+      // a DLRM session's counters are the replay's allocator at each step end (tester51 F7)
+      summary_->setText(QString("simulated: the memory estimate of each step (%1), %2; no allocator events or snapshots")
+                            .arg(lm ? "planner/lm_memory_estimate.h" : "planner/memory_replay.h",
+                                 lm ? "allocated = reserved" : "its allocator's figures at each step end"));
     } else
       summary_->setText(counters_.empty() ? "" : "no allocator events: the recorded snapshots below");
     charts_->setCurrentWidget(plot_);

@@ -25,6 +25,7 @@
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "planner/memory_replay.h"
 #include "program/pipeline_fill.h"
 #include "program/program_sink.h"
 #include "sharding/layout.h"
@@ -161,6 +162,29 @@ std::vector<RunResult::TableStorage> planned_table_storage(const WorkloadSpec& s
   return out;
 }
 
+// The memory counter of rank `r`'s end of iteration `it` (tester51 F7): the planner's replay of
+// the rank's allocator (planner/memory_replay.h ReplayedMemory::step_ends) at that iteration's
+// end - allocated, reserved, segments, largest free block, fragmentation, as a run's rank records
+// its allocator (threaded/memory_records.h) - or at the last replayed one's for an iteration after
+// the replayed first min(iterations, 8) (the steady state's; a pipeline's drain in the last two is
+// not replayed). The peaks are the whole replay's at every step, as before: peak allocated the
+// estimate's total (`plan`'s total, the step rows' figure), peak reserved the replay's
+// peak_reserved (`plan --json`'s reserved_bytes).
+void fill_replayed_counter(sessions::MemoryCounter& m, const detail::ReplayedMemory& rm, const DeviceMemoryEstimate& e,
+                           int64_t it) {
+  m.allocated = m.reserved = m.peak_allocated = m.peak_reserved = e.total();
+  if (rm.step_ends.empty()) return;
+  const MemoryStats& s = rm.step_ends[static_cast<size_t>(std::min<int64_t>(it, static_cast<int64_t>(rm.step_ends.size()) - 1))];
+  m.allocated = s.allocated;
+  m.reserved = s.reserved;
+  m.peak_reserved = std::max(e.peak_reserved, e.total());
+  m.largest_free_block = s.largest_free_block;
+  m.rounding_loss = s.rounding_loss;
+  m.segments = s.segments;
+  m.external_fragmentation = s.external_fragmentation;
+  m.memviz_fragmentation = s.memviz_fragmentation;
+}
+
 }  // namespace
 
 SimulatedExecutor::SimulatedExecutor(const WorkloadSpec& spec, const ShardingPlan& plan, const TrainerOptions& options)
@@ -179,7 +203,12 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
   const detail::Layout layout(spec_, plan_);
   // host_cached tables: the iterations whose caches are still filling (program_sink.h)
   const int64_t cold_iterations = program::cold_start_iterations(spec_, layout);
-  const auto memory = estimate_memory(spec_, plan_);
+  // each rank's allocator replayed (planner/memory_replay.h): the estimate `plan` prints, and the
+  // allocator's figures at each replayed step end (the memory counters below, tester51 F7)
+  const std::vector<detail::ReplayedMemory> replayed =
+      detail::replay_memory(spec_, plan_, layout, detail::SlotShares(spec_, layout), true);
+  std::vector<DeviceMemoryEstimate> memory;
+  for (int r = 0; r < W; ++r) memory.push_back(detail::estimate_from_replay(replayed[static_cast<size_t>(r)], r));
   const bool host_tables = std::any_of(spec_.tables.begin(), spec_.tables.end(),
                                        [](const TableSpec& t) { return t.placement != TablePlacement::device; });
   result.samples_per_step = spec_.batch_size * W;
@@ -338,6 +367,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       bool registered = false;    // that collective's arrival is counted
       uint64_t seq = 0;
       std::vector<int64_t> start, end;
+      std::vector<uint64_t> correlation;  // per comm op: its first collective's sequence (the op's correlation)
       int64_t lane_free[3] = {0, 0, 0};
     };
     std::vector<Progress> pr(static_cast<size_t>(W));
@@ -346,6 +376,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       const auto n = steps[static_cast<size_t>(r)].ops.size();
       p.start.assign(n, -1);
       p.end.assign(n, -1);
+      p.correlation.assign(n, 0);
       p.lane_free[0] = p.lane_free[1] = p.lane_free[2] = rank_clock[static_cast<size_t>(r)];
       group_seq[static_cast<size_t>(r)].resize(group_ids.size(), 0);
     }
@@ -443,7 +474,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
             const SimCollective& c = s.collectives[static_cast<size_t>(p.coll)];
             const int n = static_cast<int>(c.call->peers.size());
             if (c.untimed_check) {  // its sequence number taken, recorded at the arrival, no wait
-              p.seq = group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)]++;
+              p.seq = ++group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)];
+              if (p.coll == 0) p.correlation[static_cast<size_t>(id)] = p.seq;
               record(c, p.cursor);
               ++p.coll;
               p.registered = false;
@@ -458,7 +490,8 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
                                             : s.sync_lag_ns;
                 p.cursor += std::max<int64_t>(0, sync_lag_draw(mean, r, it, id, p.coll) - std::llround(mean));
               }
-              p.seq = group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)]++;
+              p.seq = ++group_seq[static_cast<size_t>(r)][static_cast<size_t>(c.group)];
+              if (p.coll == 0) p.correlation[static_cast<size_t>(id)] = p.seq;
               Rendezvous& rv = rendezvous[(static_cast<uint64_t>(c.group) << 40) | p.seq];
               ++rv.arrived;
               rv.ready_ns = std::max(rv.ready_ns, p.cursor);
@@ -562,6 +595,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         ev.step = fill && op.lane == Lane::comm ? step - 1 : step;
         ev.start_ns = p.start[i];
         ev.end_ns = p.end[i];
+        ev.correlation = p.correlation[i];
         for (const auto& c : op.collectives) ev.bytes += c.bytes_sent() + c.bytes_received();
         ev.bytes += op.bytes_h2d + op.bytes_d2h;
         events.push_back(ev);
@@ -609,7 +643,9 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           c.shard = sl.shard;
           c.ids += std::llround(ids_so_far + ids) - std::llround(ids_so_far);
           ids_so_far += ids;
-          c.bytes_in += std::llround(ids * 8);
+          // the slot's ids and its W x B bags' lengths, int64 each, as the cpu executor counts them
+          // (threaded/rank_input.cpp: slot_ids + slot_len; tester51 F2)
+          c.bytes_in += std::llround(ids * 8) + W * spec_.batch_size * 8;
           c.bytes_out += W * spec_.batch_size * sl.s.num_cols * 4;
         }
         // the ids the rank looks up outside the slots, in its own batch (tester49 F8a: they were in
@@ -713,7 +749,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
         sessions::MemoryCounter m;
         m.step = step;
         m.rank = r;
-        m.allocated = m.reserved = m.peak_allocated = m.peak_reserved = bytes;
+        fill_replayed_counter(m, replayed[static_cast<size_t>(r)], memory[static_cast<size_t>(r)], it);
         session->add_memory(m);
       }
     }

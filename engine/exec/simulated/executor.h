@@ -16,6 +16,11 @@
 //    communication exactly as on a real cluster;
 //  - a comm op runs its collectives one after another; a step ends on a rank when its last op
 //    has ended (the pipelines' queued collectives always end inside the step).
+//  - sequence numbers: each group's collectives are numbered 1, 2, ... on every member, as the
+//    Gloo groups number them (comm/gloo_process_group.h); a comm op's correlation is the sequence
+//    of its first collective (the cpu executor's on_comm_lane, threaded/rank.h), so the session's
+//    collective instances (sessions/analysis/critical_path.h) form: waits for peers, cross-rank
+//    critical-path edges, per-collective bytes (tester51 F6, F1).
 //  - cpu ranks (a profile with a cpu block): the compute ops running at once on a node share its
 //    cores (cost/shared_cores.h ComputeSharing: each progresses at 1 / contention_factor(k) with
 //    k ops running), event-driven: when every rank is as far as it can get, the op that ends
@@ -23,8 +28,12 @@
 //    running at its arrival (conc46). Each step is simulated on its own, so ops of different
 //    steps (a rank that began its next step while another finishes) do not share. GPUs (no cpu
 //    block): every op its cost-model time, as before.
-// Memory: the planner's storage estimate per rank (estimate_memory), recorded as the rank's
-// allocated and reserved bytes at every step; loads: the program's expected ids per shard.
+// Memory: the planner's replay of each rank's allocator (planner/memory_replay.h, what
+// estimate_memory and `plan` report): its estimate as the step rows' bytes and the peak allocated,
+// its peak_reserved as the peak reserved, and its allocator's figures at each replayed step end
+// (allocated, reserved, segments, fragmentation; the first min(iterations, 8), later steps as the
+// last of them) as the memory counters a run's rank records (tester51 F7); loads: the program's
+// expected ids per shard.
 // Not modelled: losses (nothing is trained: the session has none), allocator events, per-peer
 // splits of collectives in worlds over 64 ranks (their bytes are kept).
 

@@ -135,6 +135,8 @@ TEST(MemoryView, SimulatedSessionSaysWhatItShowsAndOffersTheDevicesCapacity) {
   QString said;
   for (auto* label : view.findChildren<QLabel*>()) said += label->text() + "\n";
   EXPECT_TRUE(said.contains("simulated: the memory estimate of each step")) << said.toStdString();
+  // a DLRM session's counters are the replay's allocator at each step end (tester51 F7), not allocated = reserved
+  EXPECT_TRUE(said.contains("(planner/memory_replay.h), its allocator's figures at each step end;")) << said.toStdString();
   EXPECT_FALSE(said.contains("the recorded snapshots below")) << said.toStdString();
   const auto spins = view.findChildren<QDoubleSpinBox*>();
   bool found = false;
