@@ -721,11 +721,14 @@ Command add_launch_command(CLI::App& app) {
   c->add_option("--align", s->align, "How the merge aligns the ranks' clocks: none (wall clocks, one machine) or "
                                      "collectives (one offset per rank from matching collectives)")
       ->check(CLI::IsMember({"none", "collectives"}));
-  c->add_option("--kill-after", s->kill_after_s, "Seconds after a rank died of a signal, or ended unsuccessfully "
-                                                 "(hang, crashed, ...), before the ranks still running are killed "
-                                                 "(they normally end on their own within the collective timeout; a "
-                                                 "stopped or stalled one never does): SIGKILL after a death, else "
-                                                 "SIGTERM, then SIGKILL min(S, 10) s later")
+  c->add_option("--kill-after", s->kill_after_s,
+                "Not a time limit: once a rank has died of a signal or exited non-zero (hang, crashed, ...), wait S "
+                "seconds for the other ranks to end on their own (they normally do within the collective timeout; a "
+                "stopped or stalled one never does), then stop those still running: SIGKILL when a rank died of a "
+                "signal, else SIGTERM and, if still running min(S, 10) s later, SIGKILL. While no rank has failed, "
+                "nothing is stopped however long the run takes (as coreutils timeout's --kill-after counts from its "
+                "first signal)")
+      ->capture_default_str()
       ->check(CLI::Range(1, 86400));
   c->add_option("--hosts-file", s->hosts_file,
                 "Loopback hosts playing nodes, one per line: ADDRESS [slots=N] (127.0.0.2 slots=2 ...); rank r runs on "

@@ -5,7 +5,8 @@
 // "merging N rank sessions (S steps) into OUT" and "summarising OUT (S steps)"; the merge is
 // written under a temporary name and put in place once complete, and a Ctrl-C during it cancels
 // it at once (exit 130), naming the rank sessions and the command that merges them; a Ctrl-C
-// after it stops at once too, naming the merged session and the rank sessions.
+// after it stops at once too, naming the merged session and the rank sessions. And --kill-after's
+// help says it is not a time limit (task 2).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -126,4 +127,19 @@ TEST(Launch51LaunchEnd, ACtrlCWhileMergingStopsAtOnceAndNamesTheRankSessions) {
   const auto merged = ts::run_cli(EMBEDSCOPE_CLI, "merge " + r0 + " " + r1 + " -o " + (dir / "again.db").string(), dir);
   EXPECT_EQ(merged.code, 0) << merged.err;
   EXPECT_EQ(launch51e_steps((dir / "again.db").string(), 1), 300);
+}
+
+// Task 2: --kill-after's help says what the option does, not a time limit on the run.
+TEST(Launch51LaunchEnd, KillAfterHelpSaysItIsNotATimeLimit) {
+  const auto r = ts::run_merged(std::string(EMBEDSCOPE_CLI) + " launch --help");
+  EXPECT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.find("--kill-after");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string help = r.out.substr(at);
+  for (const char* said : {"Not a time limit: once a rank has died of a signal or exited non-zero",
+                           "wait S seconds for the other ranks to end on their own",
+                           "SIGKILL when a rank died of a signal, else SIGTERM and, if still running min(S, 10) s later, "
+                           "SIGKILL",
+                           "While no rank has failed, nothing is stopped however long the run takes", "=120"})
+    EXPECT_NE(help.find(said), std::string::npos) << said << "\n" << help;
 }
