@@ -196,8 +196,20 @@ std::string overlap_definition(const RunStats& st) {
   return "thread level: host spans of compute vs comm ops per rank, clipped to step windows";
 }
 
-RunStats analyze(const SessionReader& session) {
+namespace {
+// What analyze reads of the step rows: RunStats' step-time figures (see analyze_step_times) and
+// the step windows (step -> rank -> [start, end)) the per-step figures are clipped to.
+struct AnalysisStepPart {
   RunStats st;
+  std::map<int64_t, std::map<int32_t, std::pair<int64_t, int64_t>>> windows;
+  std::vector<StepMetric> step_rows;
+  int64_t first_drain = 0;  // the first drain step; past the last step when none is left out
+  int world = 0;
+};
+
+AnalysisStepPart analysis_step_part(const SessionReader& session) {
+  AnalysisStepPart part;
+  RunStats& st = part.st;
   st.ended = session.status();
   {  // the held-out evaluation (issue 16), when the run made one
     const auto h = nlohmann::json::parse(session.meta(meta::kHeldOutJson), nullptr, false);
@@ -205,14 +217,13 @@ RunStats analyze(const SessionReader& session) {
   }
   st.simulated = session.meta(meta::kSimulated, "0") == "1";
   st.samples_per_step = std::strtoll(session.meta(meta::kSamplesPerStep, "0").c_str(), nullptr, 10);
-  const int world = static_cast<int>(std::strtol(session.meta(meta::kWorldSize, "0").c_str(), nullptr, 10));
-  std::map<int32_t, RankStats> ranks;
-  for (int r = 0; r < world; ++r) ranks[r].rank = r;
+  part.world = static_cast<int>(std::strtol(session.meta(meta::kWorldSize, "0").c_str(), nullptr, 10));
 
   // step windows
-  std::map<int64_t, std::map<int32_t, std::pair<int64_t, int64_t>>> windows;
+  auto& windows = part.windows;
   std::map<int64_t, double> loss;
-  const std::vector<StepMetric> step_rows = session.steps();
+  part.step_rows = session.steps();
+  const std::vector<StepMetric>& step_rows = part.step_rows;
   for (const auto& s : step_rows) {
     if (s.step < 0) continue;
     windows[s.step][s.rank] = {s.start_ns, s.end_ns};
@@ -249,10 +260,26 @@ RunStats analyze(const SessionReader& session) {
   st.drain_steps = steady.drain_left_out;
   st.all_drain = steady.all_drain;
   // the first drain step; past the last step when none is left out
-  const int64_t first_drain = windows.empty() ? std::numeric_limits<int64_t>::max()
-                                              : std::prev(windows.end())->first - st.drain_steps + 1;
+  part.first_drain = windows.empty() ? std::numeric_limits<int64_t>::max()
+                                   : std::prev(windows.end())->first - st.drain_steps + 1;
   st.step_time_ns = summarize(std::move(steady.counted));
   st.samples_per_s = st.step_time_ns.mean > 0 ? static_cast<double>(st.samples_per_step) / (st.step_time_ns.mean * 1e-9) : 0;
+
+  return part;
+}
+}  // namespace
+
+RunStats analyze_step_times(const SessionReader& session) { return analysis_step_part(session).st; }
+
+RunStats analyze(const SessionReader& session) {
+  AnalysisStepPart part = analysis_step_part(session);
+  RunStats st = std::move(part.st);
+  const int world = part.world;
+  std::map<int32_t, RankStats> ranks;
+  for (int r = 0; r < world; ++r) ranks[r].rank = r;
+  const auto& windows = part.windows;
+  const std::vector<StepMetric>& step_rows = part.step_rows;
+  const int64_t first_drain = part.first_drain;
 
   // ops per (rank, step), measured steps only
   // (one lane at a time, from the packed copy where the file has one: op_stream.h)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "store/op_scan.h"
+#include "store/read_only_open.h"
 
 namespace embedscope::sessions {
 
@@ -15,13 +16,9 @@ void for_each_lane_ops(const SessionReader& session, const std::function<void(st
     sqlite3*& db;
     ~Close() { sqlite3_close(db); }
   } close{db};
-  const std::string uri = "file:" + path + "?mode=ro";
-  if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) !=
-      SQLITE_OK)
-    throw SessionError(fmt::format("{}: cannot open: {}", path, db ? sqlite3_errmsg(db) : "out of memory"));
-  // as SessionReader: no checkpoint on close, wait while a writer holds a lock for a moment
-  sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-  sqlite3_busy_timeout(db, 10000);
+  // as SessionReader: no checkpoint on close, a wait while a writer holds a lock for a moment,
+  // a session whose -shm cannot be made read all the same (read_only_open.h)
+  db = detail::open_session_read_only(path, 10000);
   detail::scan_lanes(db, path, session.has_op_blocks(), fn);
 }
 

@@ -17,6 +17,7 @@
 #include "store/op_blocks.h"
 #include "store/op_scan.h"
 #include "store/plan_json.h"
+#include "store/read_only_open.h"
 #include "store/writer_lock.h"
 
 namespace embedscope::sessions {
@@ -123,20 +124,10 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
       throw SessionError(fmt::format("{}: the file is empty (not a session)", path));
   }
   Impl& m = *impl_;
-  const std::string uri = "file:" + path + "?mode=ro";
-  if (sqlite3_open_v2(uri.c_str(), &m.db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) !=
-      SQLITE_OK) {
-    std::string msg = m.db ? sqlite3_errmsg(m.db) : "out of memory";
-    sqlite3_close(m.db);
-    m.db = nullptr;
-    throw SessionError(fmt::format("{}: cannot open: {}", path, msg));
-  }
-  // A reader never writes and never makes the writer fail: no checkpoint when this connection
-  // closes (as the last connection of a WAL file SQLite would copy the WAL into the database),
-  // and a wait, rather than an error, while the writer holds a lock for a moment (its first
-  // commit, its final checkpoint and change of journal mode).
-  sqlite3_db_config(m.db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-  sqlite3_busy_timeout(m.db, 10000);
+  // A reader never writes and never makes the writer fail (no checkpoint on close, a wait while
+  // the writer holds a lock for a moment), and reads a session whose -shm cannot be made (a full
+  // disk): read_only_open.h.
+  m.db = detail::open_session_read_only(path, 10000);
   auto read_version = [&] {
     Stmt s;
     m.check(sqlite3_prepare_v2(m.db, "PRAGMA user_version", -1, &s.st, nullptr), "reading the schema version");

@@ -20,6 +20,7 @@
 
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
+#include "store/read_only_open.h"
 
 namespace embedscope::sessions::detail {
 
@@ -63,10 +64,11 @@ long flock_holder(dev_t dev, ino_t ino) {
 std::map<std::string, std::string> writer_metadata(const std::string& path) {
   std::map<std::string, std::string> out;
   sqlite3* db = nullptr;
-  const std::string uri = "file:" + path + "?mode=ro";
-  if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) == SQLITE_OK) {
-    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-    sqlite3_busy_timeout(db, 2000);
+  try {
+    db = open_session_read_only(path, 2000);  // read_only_open.h
+  } catch (const SessionError&) {
+  }
+  if (db) {
     sqlite3_stmt* st = nullptr;
     if (sqlite3_prepare_v2(db, "SELECT key, value FROM metadata WHERE key IN (?1, ?2, ?3)", -1, &st, nullptr) ==
         SQLITE_OK) {

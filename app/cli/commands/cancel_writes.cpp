@@ -67,6 +67,12 @@ void CancelWrites::remove_on_cancel(const std::string& path) {
   state_->staged.push_back(path);
 }
 
+void CancelWrites::set_note(std::string text, nlohmann::json json) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->note = std::move(text);
+  state_->note_json = std::move(json);
+}
+
 void CancelWrites::hold(const std::function<void()>& f) {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (cancel_requested()) state_->cancel_now_locked();
@@ -111,7 +117,12 @@ void CancelWrites::State::cancel_now_locked() {
   const bool there = lstat(out.c_str(), &sb) == 0;
   cancel_writes_put(STDERR_FILENO, fmt::format("{} cancelled; nothing was {} ({})\n", command, nothing_was,
                                                there ? out + " is as it was" : "no " + out + " written"));
-  if (json) cancel_writes_put(STDOUT_FILENO, dump(nlohmann::json{{"ended", "cancelled"}, {"session", nullptr}}) + "\n");
+  if (!note.empty()) cancel_writes_put(STDERR_FILENO, note + "\n");
+  if (json) {
+    nlohmann::json j{{"ended", "cancelled"}, {"session", nullptr}};
+    for (const auto& [k, v] : note_json.items()) j[k] = v;
+    cancel_writes_put(STDOUT_FILENO, dump(j) + "\n");
+  }
   _exit(130);  // as the default action's 128 + SIGINT; the staged output is gone, nothing else needs a destructor
 }
 

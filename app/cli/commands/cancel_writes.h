@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace embedscope::cli {
 
 /// The signal handling of one writing command. One per process (it installs the SIGINT and
@@ -43,6 +45,10 @@ class CancelWrites {
   /// step that creates a staged file, so that it never appears after the cancel removed what
   /// was staged. A cancel asked before the call happens first (`f` does not run).
   void hold(const std::function<void()>& f);
+  /// What a cancel says after its "cancelled" line: `text` (a line of its own on stderr, e.g.
+  /// where the command's inputs are kept; "" none) and `json` (members added to the --json
+  /// object). Call before the command writes anything.
+  void set_note(std::string text, nlohmann::json json = nlohmann::json::object());
   /// Puts the output in place: runs `put` (a rename) held, unless a cancel was asked before
   /// (then the cancel happens and `put` never runs). After it, a signal is too late to cancel:
   /// it says so, the command ends normally, and a further signal ends the process.
@@ -53,7 +59,8 @@ class CancelWrites {
   // returned (a signal while the process ends).
   struct State {
     std::mutex mu;
-    std::string command, out, nothing_was;
+    std::string command, out, nothing_was, note;
+    nlohmann::json note_json = nlohmann::json::object();
     bool json = false, committed = false;
     std::vector<std::string> staged;
     void cancel_now_locked();  // with mu held: removes the staged output, says so, exits 130

@@ -14,7 +14,12 @@
 // non-zero (hang, crashed, ...), the ones still running --kill-after seconds later get SIGTERM, and
 // SIGKILL min(--kill-after, 10) s after that (a stopped or stalled rank never ends on its own). Then it merges the rank sessions into the
 // run's -o (default embedscope-YYYYmmdd-HHMMSS.db) with sessions::merge_sessions, as `embedscope
-// merge` does, and keeps the rank sessions beside it. Its table gives each rank's steps, step
+// merge` does (under a temporary name, renamed over -o once complete: staged_output.h), and keeps
+// the rank sessions beside it; it says so on stderr ("merging 2 rank sessions (26051 steps) into
+// run.db", then "summarising run.db (26051 steps)": a long run's merge takes seconds to minutes).
+// Once the ranks have ended, a Ctrl-C or SIGTERM stops launch at once (exit 130), naming the rank
+// sessions (and the merged one when it is in place): during the merge it cancels it, removing
+// what was written (cancel_writes.h). Its table gives each rank's steps, step
 // mean and last loss from what the rank printed, or, for a rank that printed none (crashed,
 // killed), from its session (figures_from_session; --json ranks[].from_session). Exit: 0 when every rank exited 0; else 2
 // when a rank said bad input (exit 2), else 1.
@@ -26,7 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -45,6 +52,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "cancel_writes.h"
 #include "commands.h"
 #include "interrupt.h"
 #include "embedscope/engine/exec/launch/hosts_file.h"
@@ -59,6 +67,7 @@
 #include "output/output.h"
 #include "output/rebalance_text.h"
 #include "run_process.h"
+#include "staged_output.h"
 #include "workload_args.h"
 
 namespace embedscope::cli {
@@ -94,6 +103,39 @@ extern "C" void on_launch_sigterm(int) {
   if (launch_new_request(g_last_term_ns)) g_terms.fetch_add(1);
 }
 extern "C" void on_launch_sigusr1(int) { g_usr1s.fetch_add(1); }
+
+// After the ranks ended: a Ctrl-C (or SIGTERM) while launch reads the rank sessions or summarises
+// the merged one stops launch at once (exit 130), saying where the sessions are; nothing is being
+// written then (the merge itself is cancelled by CancelWrites, which removes its staged output).
+// The texts are set before the handler is installed (launch_stop_after_run) and never freed:
+// the handler only writes them (write(2) and _exit are async-signal-safe).
+std::atomic<const std::string*> g_launch_stop_text{nullptr}, g_launch_stop_json{nullptr};
+extern "C" void on_launch_stop_after_run(int) {
+  for (const auto* text : {g_launch_stop_text.load(), g_launch_stop_json.load()}) {
+    if (!text || text->empty()) continue;
+    const int fd = text == g_launch_stop_json.load() ? STDOUT_FILENO : STDERR_FILENO;
+    [[maybe_unused]] const auto n = write(fd, text->data(), text->size());
+  }
+  _exit(130);  // as the default action's 128 + SIGINT
+}
+
+// Installs on_launch_stop_after_run for SIGINT and SIGTERM with what it says: `text` on stderr
+// and, with --json, `json` on stdout (one line each).
+void launch_stop_after_run(const std::string& text, const json* j) {
+  g_launch_stop_text = new std::string("\nembedscope launch: stopped; " + text + "\n");
+  g_launch_stop_json = j ? new std::string(dump(*j) + "\n") : nullptr;
+  struct sigaction sa {};
+  sa.sa_handler = on_launch_stop_after_run;
+  sigfillset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// "a.rank0.db, a.rank1.db (merge them: embedscope merge a.rank0.db a.rank1.db -o a.db)"
+std::string kept_rank_sessions(const std::vector<std::string>& sessions, const std::string& output) {
+  return fmt::format("{} (merge them: embedscope merge {} -o {})", fmt::join(sessions, ", "), fmt::join(sessions, " "),
+                     output);
+}
 
 struct LaunchState {
   int n = 0;
@@ -483,28 +525,39 @@ int cmd_launch(const LaunchState& s) {
       }
     }
   }
-  sigaction(SIGINT, &old_sa, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGUSR1, &old_usr1, nullptr);
+  // every rank has ended: from here a Ctrl-C stops launch at once, saying where the sessions are
+  std::vector<std::string> sessions;
+  for (const auto& c : kids)
+    if (fs::exists(c.session)) sessions.push_back(c.session);
+  const json stop_json{{"ended", "cancelled"}, {"session", nullptr}, {"rank_sessions", sessions}, {"stopped_at_once", true}};
+  launch_stop_after_run(sessions.empty() ? std::string("no rank wrote a session")
+                                         : "nothing was merged; the rank sessions are kept: " +
+                                               kept_rank_sessions(sessions, ca.output),
+                        ca.json ? &stop_json : nullptr);
   remove_rendezvous_dir(dir);
   std::error_code ec;
 
   int code = 0;
   json ranks = json::array();
-  std::vector<std::string> sessions;
+  int64_t run_steps = 0;  // the most steps a rank printed, or its session holds
   for (auto& c : kids) {
     const int exit = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
     if (exit != 0) code = std::max(code, exit == 2 ? 2 : 1);
     if (exit == 2) code = 2;
     json child = json::parse(c.out, nullptr, false);
     if (child.is_discarded()) child = nullptr;
-    const bool has_session = fs::exists(c.session);
-    if (has_session) sessions.push_back(c.session);
+    const bool has_session = std::find(sessions.begin(), sessions.end(), c.session) != sessions.end();
     json rank{{"rank", c.rank}, {"ended", how_ended(c)}, {"session", has_session ? json(c.session) : json()},
               {"result", child}};
     // no figures printed (it crashed, was killed): its session's, as stats gives them
-    if (has_session && !(child.is_object() && child.contains("step_time_ns")))
+    if (has_session && !(child.is_object() && child.contains("step_time_ns"))) {
+      fmt::print(stderr, "embedscope launch: reading rank {}'s session {} (it printed no figures)\n", c.rank, c.session);
       rank["from_session"] = figures_from_session(c.session);
+    }
+    for (const json* f : {&child, rank.contains("from_session") ? &rank["from_session"] : nullptr})
+      if (f && f->is_object() && f->contains("steps") && (*f)["steps"].is_number_integer())
+        run_steps = std::max(run_steps, (*f)["steps"].get<int64_t>());
     ranks.push_back(std::move(rank));
   }
   // a rank killed (seen by launch): the others' errors are its consequence, and the run failed
@@ -524,20 +577,44 @@ int cmd_launch(const LaunchState& s) {
   }
   std::string merged_status = "none", merge_error;
   sessions::MergeSummary sum;
-  if (sessions.size() >= 2) {
-    sessions::MergeOptions mo;
-    mo.align = s.align;
-    mo.overwrite = ca.overwrite;
+  const std::string steps_text = run_steps > 0 ? fmt::format(" ({} step{})", run_steps, run_steps == 1 ? "" : "s") : "";
+  if (!sessions.empty()) {
+    // written under a temporary name beside -o and renamed over it once complete (as `merge`,
+    // staged_output.h); a Ctrl-C or SIGTERM meanwhile cancels it at once: the temporary session is
+    // removed, the rank sessions are kept and named, exit 130 (cancel_writes.h)
+    CancelWrites cancel("launch", ca.output, "written", ca.json, "\nembedscope launch: cancelling the merge\n");
+    cancel.set_note("embedscope launch: the rank sessions are kept: " + kept_rank_sessions(sessions, ca.output),
+                    json{{"rank_sessions", sessions}});
     try {
-      sum = sessions::merge_sessions(sessions, ca.output, mo);
-      merged_status = "merged";
+      StagedSession staged(ca.output, ca.overwrite, "launch");
+      cancel.remove_on_cancel(staged.temp());
+      if (sessions.size() >= 2) {
+        fmt::print(stderr, "embedscope launch: merging {} rank sessions{} into {}\n", sessions.size(), steps_text,
+                   ca.output);
+        sessions::MergeOptions mo;
+        mo.align = s.align;
+        mo.overwrite = true;  // the temporary name, claimed by StagedSession
+        sum = sessions::merge_sessions(sessions, staged.temp(), mo);
+        merged_status = "merged";
+      } else {
+        fs::copy_file(sessions[0], staged.temp(), fs::copy_options::overwrite_existing);
+        merged_status = "copied";
+      }
+      cancel.commit([&] { staged.commit(); });
     } catch (const std::exception& e) {
+      merged_status = "none";
       merge_error = e.what();
     }
-  } else if (sessions.size() == 1) {
-    fs::copy_file(sessions[0], ca.output, ca.overwrite ? fs::copy_options::overwrite_existing : fs::copy_options::none, ec);
-    if (!ec) merged_status = "copied";
-    else merge_error = ec.message();
+  }
+  // the merge is in place (or failed): a Ctrl-C from here stops at once, naming every session
+  if (!sessions.empty()) {
+    json j = stop_json;
+    if (merged_status != "none") j["session"] = ca.output;
+    launch_stop_after_run(merged_status == "none"
+                              ? "nothing was merged; the rank sessions are kept: " + kept_rank_sessions(sessions, ca.output)
+                              : fmt::format("the session {} is complete (embedscope stats {}); the rank sessions are "
+                                            "kept: {}", ca.output, ca.output, fmt::join(sessions, ", ")),
+                          ca.json ? &j : nullptr);
   }
   // the live rebalances as `run` prints them, from the merged session (every rank recorded the
   // same decisions; the merge keeps them once, with the slowest rank's time)
@@ -548,16 +625,20 @@ int cmd_launch(const LaunchState& s) {
   // print: the rank rows' means are each rank's own step windows (tester49 F5: 95 against 107 ms)
   std::optional<sessions::RunStats> merged_stats;
   if (merged_status != "none") {
+    fmt::print(stderr, "embedscope launch: summarising {}{}\n", ca.output, steps_text);
     try {
       const sessions::SessionReader merged(ca.output);
       rebalances = merged.rebalances();
       plan_changes = merged.plan_changes();
       by_time = balances_lookup_time(merged);
-      merged_stats = sessions::analyze(merged);
+      merged_stats = sessions::analyze_step_times(merged);  // the step time alone: no op is read
     } catch (const std::exception& e) {
       fmt::print(stderr, "embedscope launch: cannot read the rebalances of {}: {}\n", ca.output, e.what());
     }
   }
+  // what is left is printing: a Ctrl-C now ends launch by the default action
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   if (ca.json) {
     json j{{"session", merged_status == "none" ? json() : json(ca.output)}, {"world_size", s.n}, {"ranks", ranks},
            {"align", s.align}};
@@ -640,11 +721,14 @@ Command add_launch_command(CLI::App& app) {
   c->add_option("--align", s->align, "How the merge aligns the ranks' clocks: none (wall clocks, one machine) or "
                                      "collectives (one offset per rank from matching collectives)")
       ->check(CLI::IsMember({"none", "collectives"}));
-  c->add_option("--kill-after", s->kill_after_s, "Seconds after a rank died of a signal, or ended unsuccessfully "
-                                                 "(hang, crashed, ...), before the ranks still running are killed "
-                                                 "(they normally end on their own within the collective timeout; a "
-                                                 "stopped or stalled one never does): SIGKILL after a death, else "
-                                                 "SIGTERM, then SIGKILL min(S, 10) s later")
+  c->add_option("--kill-after", s->kill_after_s,
+                "Not a time limit: once a rank has died of a signal or exited non-zero (hang, crashed, ...), wait S "
+                "seconds for the other ranks to end on their own (they normally do within the collective timeout; a "
+                "stopped or stalled one never does), then stop those still running: SIGKILL when a rank died of a "
+                "signal, else SIGTERM and, if still running min(S, 10) s later, SIGKILL. While no rank has failed, "
+                "nothing is stopped however long the run takes (as coreutils timeout's --kill-after counts from its "
+                "first signal)")
+      ->capture_default_str()
       ->check(CLI::Range(1, 86400));
   c->add_option("--hosts-file", s->hosts_file,
                 "Loopback hosts playing nodes, one per line: ADDRESS [slots=N] (127.0.0.2 slots=2 ...); rank r runs on "

@@ -51,6 +51,12 @@ std::optional<bool> shm_locked(const std::string& shm) {
   return probe.l_type != F_UNLCK;
 }
 
+// How `command` is told to overwrite its output: launch passes run's flag on to the merge.
+std::string staged_overwrite_hint(const std::string& command) {
+  return command == "launch" ? "embedscope launch ... run ... --force-overwrite"
+                             : fmt::format("embedscope {} --force-overwrite", command);
+}
+
 // The staged files ".<stem>.importing-<pid>" in `dir` of import processes that are gone (killed
 // with SIGKILL, or a crash): removed with their SQLite companions when the pid is not running on
 // this host and no SQLite connection has the file open (nobody holds the lock of its -shm:
@@ -94,7 +100,7 @@ StagedSession::StagedSession(std::string out, bool overwrite, std::string comman
   struct stat sb {};
   if (!overwrite_ && lstat(out_.c_str(), &sb) == 0 && S_ISREG(sb.st_mode))
     throw ss::SessionError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
-                                       "(embedscope {} --force-overwrite)", out_, command_));
+                                       "({})", out_, staged_overwrite_hint(command_)));
   ss::SessionWriter::check_path(out_, overwrite_);
   const std::filesystem::path out_path(out_);
   const std::filesystem::path dir = out_path.parent_path();
@@ -105,7 +111,7 @@ StagedSession::StagedSession(std::string out, bool overwrite, std::string comman
   // it, however long `out`'s own name is (tester37: a valid 245-byte name failed on its "<out>.importing-PID")
   std::string stem = out_path.filename().string();
   if (stem.size() > 200) stem.resize(200);
-  const std::string tag = command_ == "merge" ? "merging" : "importing";
+  const std::string tag = command_ == "import" ? "importing" : "merging";  // merge, launch: a merge
   temp_ = (dir / fmt::format(".{}.{}-{}", stem, tag, getpid())).string();
   ss::SessionWriter::remove_files(temp_);  // a stale one of a killed process with the same pid
   remove_stale_staged(dir, stem, command_, tag);  // and those of other killed imports of `out`
@@ -120,7 +126,7 @@ void StagedSession::commit() {
     struct stat sb {};
     if (!overwrite_ && lstat(out_.c_str(), &sb) == 0)  // another process wrote it while this import ran
       throw ss::SessionError(fmt::format("{}: already exists (written while this {} ran); choose another name (-o) "
-                                         "or allow overwriting it (embedscope {} --force-overwrite)", out_, command_, command_));
+                                         "or allow overwriting it ({})", out_, command_, staged_overwrite_hint(command_)));
     ss::SessionWriter::check_path(out_, overwrite_);
   } catch (...) {
     ss::SessionWriter::remove_files(temp_);

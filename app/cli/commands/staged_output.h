@@ -22,7 +22,8 @@ class StagedSession {
   /// staged files of earlier imports of `out` that were killed (their pid no longer runs on this
   /// host, and no SQLite connection holds the lock of their -shm or, where the -shm cannot tell,
   /// none of their files changed in the last minute), with their -wal / -shm / -journal.
-  /// `command`: "import" or "merge", named in the errors and in the temporary name.
+  /// `command`: "import", "merge" or "launch" (its merge), named in the errors; the temporary
+  /// name says "importing" for an import, else "merging".
   StagedSession(std::string out, bool overwrite, std::string command = "import");
   /// Removes the temporary file (and its SQLite companions) unless commit() ran.
   ~StagedSession();

@@ -1,5 +1,6 @@
 #include "jobs/run_job.h"
 
+#include <QFileInfo>
 #include <QThread>
 
 #include <algorithm>
@@ -51,18 +52,35 @@ void RunJob::run_lm_job() {
   } catch (const engine::SpecError& e) {  // refused before the session was made
     result_ended_ = "error";
     result_message_ = QString::fromUtf8(e.what());
+  } catch (const sessions::SessionWriteError& e) {
+    // no room for the session (a full disk) when it was made: a write failure with nothing
+    // recorded, as a DLRM run reports it (run_training, retest49 R7), not a refused workload
+    result_ended_ = engine::to_string(engine::RunEnd::write_failed);
+    result_message_ = QString::fromUtf8(e.what()) + "; nothing was recorded, and the half-created file was removed";
   } catch (const sessions::SessionError& e) {
     result_ended_ = "error";
     result_message_ = QString::fromUtf8(e.what());
-  } catch (const std::exception& e) {  // a rank failed: the session says how the run ended
-    result_path_ = session_path_;
+  } catch (const engine::LmRunError& e) {
+    // the run says how it ended and where its session is ("" when none was kept: a write that
+    // failed before anything was committed), as the CLI reports it (commands/lm.cpp)
+    result_path_ = QString::fromStdString(e.session_path);
+    result_ended_ = engine::to_string(e.ended);
+    result_message_ = QString::fromUtf8(e.what());
+  } catch (const std::exception& e) {  // the ranks could not be set up: the session says how it ended
     result_message_ = QString::fromUtf8(e.what());
     try {
       result_ended_ = QString::fromStdString(sessions::SessionReader(opt.session_path).status());
-    } catch (const std::exception&) {
-      result_ended_ = "crashed";
+      result_path_ = session_path_;
+    } catch (const std::exception&) {  // no session to say it (none kept, or unreadable)
+      result_ended_ = engine::to_string(engine::RunEnd::crashed);
     }
   }
+}
+
+void RunJob::say_when_no_session() {
+  if (result_ended_ == "error" || (!result_path_.isEmpty() && QFileInfo::exists(result_path_))) return;
+  result_path_.clear();
+  result_message_ += QString(result_message_.isEmpty() ? "" : "\n") + kNoSessionWritten;
 }
 
 void RunJob::start() {
@@ -93,6 +111,7 @@ void RunJob::start() {
   // progress events, so finished() always comes last.
   connect(thread_, &QThread::finished, this, [this] {
     running_ = false;
+    say_when_no_session();
     emit finished(result_path_, result_ended_, result_message_);
   }, Qt::QueuedConnection);
   thread_->start();

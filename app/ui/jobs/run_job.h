@@ -23,6 +23,10 @@ namespace embedscope::ui {
 /// "4 h 29 min" (truncated, not rounded).
 QString format_eta(double seconds);
 
+/// The last line of RunJob::finished's message for a run that left no session (the CLI's words,
+/// commands/run_common.cpp).
+inline constexpr const char* kNoSessionWritten = "no session was written";
+
 class RunJob : public QObject {
   Q_OBJECT
 
@@ -54,15 +58,20 @@ class RunJob : public QObject {
   /// `samples_per_s`: global samples per second so far; `eta_s`: seconds left.
   void progress(qint64 step, qint64 steps, double samples_per_s, double eta_s);
   /// Once, when the run has ended and its thread is done, in the thread that owns the job.
-  /// `ended`: the session's `ended` (complete, cancelled, crashed, oom, hang), or "error" when the
-  /// engine refused the workload before running (no session was written; `session_path` empty).
-  /// `message`: the engine's message when not complete, else empty.
+  /// `ended`: how the run ended, as its session says it (complete, cancelled, crashed, oom, hang,
+  /// write_failed, ...), DLRM and lm_embedding runs alike, or "error" when the engine refused the
+  /// workload before running. `session_path`: the session written, empty when there is none (a
+  /// refused workload; a run whose session could not be written, e.g. on a full disk, or that
+  /// was cancelled before it started). `message`: the engine's message when not complete, else
+  /// empty; when a run that was not refused left no session, it ends with the line
+  /// kNoSessionWritten ("no session was written"), as the CLI says it.
   void finished(const QString& session_path, const QString& ended, const QString& message);
 
  private:
   engine::WorkloadSpec spec_;
   std::optional<engine::LmWorkloadSpec> lm_;  // an lm_embedding run instead
   void run_lm_job();  // on the worker thread
+  void say_when_no_session();  // after the worker: a run without a session says so (finished)
   void on_step(const engine::StepProgress& p);  // rank 0's thread: progress(), throttled
   QString session_path_;
   bool overwrite_;

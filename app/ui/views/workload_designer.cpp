@@ -686,7 +686,8 @@ void WorkloadDesigner::on_finished(const QString& path, const QString& ended, co
   job_.release()->deleteLater();  // its thread is done; this slot runs inside its signal
   cancel_button_->setEnabled(false);
   run_button_->setEnabled(model_->error().isEmpty());
-  progress_label_->setText(ended);
+  // a run that left no session says so (RunJob::finished), DLRM and lm_embedding runs alike
+  progress_label_->setText(path.isEmpty() && ended != "error" ? ended + ": " + kNoSessionWritten : ended);
   if (ended != "complete" && ended != "cancelled") {
     auto* box = new QMessageBox(QMessageBox::Critical, "The run ended " + ended,
                                 message.isEmpty() ? "The run ended " + ended : message, QMessageBox::Ok, this);

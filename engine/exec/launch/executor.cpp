@@ -76,7 +76,7 @@ void ProcessExecutor::remove_run_keys() {
     // leaves the keys where they are (a later run must use another run id, as before).
     store_->set(fmt::format("done/{}", me), "1");
     if (!store_->wait_for(keys_of("done"), wait).empty()) return;
-    if (!store_->remove_own_keys({fmt::format("done/{}", me)})) return;  // Redis: kept
+    store_->remove_own_keys({fmt::format("done/{}", me)});
     store_->set(fmt::format("gone/{}", me), "1");
     if (me != 0) return;
     if (!store_->wait_for(keys_of("gone"), wait).empty()) return;

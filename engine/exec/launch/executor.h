@@ -55,10 +55,10 @@ class ProcessExecutor : public threaded::ThreadedExecutor {
   /// the peers whose failure key was in the store when this rank's own failure was set
   /// (on_rank_failed; read by explain_peer_failure, on the same rank thread, after it)
   std::set<int> failed_before_;
-  /// After a complete run, the file store's keys of this run are removed once every rank is
-  /// done ("done/R", then each rank removes the keys it set and sets "gone/R"; rank 0 then
-  /// removes the done and gone keys), each wait at most min(collective timeout, 5 s); a rank
-  /// that does not report leaves the keys. Redis keys are kept (gloo's store cannot delete).
+  /// After a complete run, the store's keys of this run (files, or Redis keys) are removed once
+  /// every rank is done ("done/R", then each rank removes the keys it set and sets "gone/R";
+  /// rank 0 then removes the done and gone keys), each wait at most min(collective timeout, 5 s);
+  /// a rank that does not report leaves the keys.
   void remove_run_keys();
 };
 

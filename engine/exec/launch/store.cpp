@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -82,17 +83,21 @@ RendezvousUrl parse_rendezvous_url(const std::string& url) {
 }
 
 // The store under the prefix, with a non-blocking check and one lock (RedisStore's hiredis
-// context is not thread-safe; FileStore's key list is not either).
+// context is not thread-safe; FileStore's key list is not either), and the removal of keys: a
+// key's entry is its file in a file store, the key itself in Redis.
 struct RunStore::Base : gloo::rendezvous::Store {
   std::unique_ptr<gloo::rendezvous::Store> store;
   std::function<bool(const std::string&)> check;
-  std::function<std::vector<std::string>()> own_files;     // file store: the files of the keys set here
-  std::function<std::string(const std::string&)> path_of;  // file store: a key's file
-  std::function<void(const std::string&)> forget;          // file store: a removed file off the key list
+  std::function<std::vector<std::string>()> own_entries;      // the entries of the keys set here
+  std::function<std::string(const std::string&)> entry_of;    // a key's entry
+  std::function<void(const std::string&)> remove_entry;       // removes an entry (not there: nothing)
+  std::function<void(const std::string&)> forget;             // an entry removed: off the list of own_entries
+  std::function<void(const std::string&)> remember;          // Redis: a key set here (FileStore keeps its own list)
   std::mutex mu;
   void set(const std::string& key, const std::vector<char>& data) override {
     std::lock_guard<std::mutex> lock(mu);
     store->set(key, data);
+    if (remember) remember(key);
   }
   std::vector<char> get(const std::string& key) override {
     wait({key}, kDefaultTimeout);
@@ -103,14 +108,13 @@ struct RunStore::Base : gloo::rendezvous::Store {
     std::lock_guard<std::mutex> lock(mu);
     return check(key);
   }
-  // file store: removes the key's file (and its entry in FileStore's list of the keys set here,
-  // which would otherwise grow by one string a collective); nothing for a Redis store
+  // removes the key's entry, and drops it from the list of the keys set here (FileStore's list,
+  // which would otherwise grow by one string a collective; the Redis keys' own)
   void erase(const std::string& key) {
-    if (!path_of) return;
     std::lock_guard<std::mutex> lock(mu);
-    const std::string path = path_of(key);
-    ::unlink(path.c_str());
-    forget(path);
+    const std::string entry = entry_of(key);
+    remove_entry(entry);
+    forget(entry);
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
   // polls, so that the lock is not held while waiting
@@ -143,6 +147,19 @@ struct Files : gloo::rendezvous::FileStore {
   }
 };
 
+// gloo's RedisStore, which has no delete, with DEL on its connection (hiredis, the library gloo's
+// store is built on; its context is the protected member redis_).
+struct Redis : gloo::rendezvous::RedisStore {
+  using RedisStore::RedisStore;
+  // DEL key (Redis: "Removes the specified keys. A key is ignored if it does not exist.");
+  // throws gloo::IoException with hiredis's reason when the server cannot be reached
+  void del(const std::string& key) {
+    auto* reply = static_cast<redisReply*>(redisCommand(redis_, "DEL %b", key.data(), key.size()));
+    if (!reply) GLOO_THROW_IO_EXCEPTION(GLOO_ERROR_MSG("Redis DEL ", key, ": ", redis_->errstr));
+    freeReplyObject(reply);
+  }
+};
+
 // The run's keys under "<prefix>/" (what gloo's PrefixStore does, with the same joined names).
 class RunPrefixStore : public gloo::rendezvous::Store {
  public:
@@ -165,9 +182,8 @@ class RunPrefixStore : public gloo::rendezvous::Store {
   std::shared_ptr<gloo::rendezvous::Store> base_;  // kept alive by the rendezvous that holds this store
 };
 
-// A file store's run keys, which can be removed (KeyEraser: the collectives' arrival keys once no
-// member reads them, comm/gloo/process_group.cpp). A Redis store's is a plain RunPrefixStore, so
-// that the collectives do not ask it for keys they could not remove anyway.
+// The run's keys, which can be removed (KeyEraser: the collectives' arrival keys once no member
+// reads them, comm/gloo/process_group.cpp): a file store's files, a Redis store's keys (DEL).
 class ErasableRunPrefixStore : public RunPrefixStore, public KeyEraser {
  public:
   ErasableRunPrefixStore(std::string prefix, std::shared_ptr<gloo::rendezvous::Store> base,
@@ -176,7 +192,7 @@ class ErasableRunPrefixStore : public RunPrefixStore, public KeyEraser {
   void erase_key(const std::string& key) noexcept override {
     try {
       erase_(join(key));
-    } catch (const std::exception&) {  // the file stays, as every key did before
+    } catch (const std::exception&) {  // the key stays, as every key did before
     }
   }
 
@@ -200,28 +216,33 @@ RunStore::RunStore(const std::string& url, const std::string& run_id) : url_(url
     auto files = std::make_unique<Files>(u.path);
     Files* f = files.get();
     base_->check = [f](const std::string& k) { return f->has(k); };
-    base_->own_files = [f] { return f->getAllKeyFilePaths(); };
-    base_->path_of = [f](const std::string& k) { return f->path_of(k); };
+    base_->own_entries = [f] { return f->getAllKeyFilePaths(); };
+    base_->entry_of = [f](const std::string& k) { return f->path_of(k); };
+    base_->remove_entry = [](const std::string& path) { ::unlink(path.c_str()); };
     base_->forget = [f](const std::string& path) { f->forget(path); };
     base_->store = std::move(files);
   } else {
     if (!u.path.empty()) prefix_ = u.path + "/" + prefix_;
-    std::unique_ptr<gloo::rendezvous::RedisStore> redis;
+    std::unique_ptr<Redis> redis;
     try {
-      redis = std::make_unique<gloo::rendezvous::RedisStore>(u.host, u.port);
+      redis = std::make_unique<Redis>(u.host, u.port);
     } catch (const std::exception& e) {
       throw SpecError(fmt::format("--rendezvous {}: cannot reach the Redis server at {}:{}: {}", url, u.host, u.port,
                                   e.what()));
     }
     auto* r = redis.get();
+    // the keys set here, for remove_own_keys (gloo's RedisStore keeps no list)
+    auto own = std::make_shared<std::set<std::string>>();
     base_->check = [r](const std::string& k) { return r->check({k}); };
+    base_->own_entries = [own] { return std::vector<std::string>(own->begin(), own->end()); };
+    base_->entry_of = [](const std::string& k) { return k; };
+    base_->remove_entry = [r](const std::string& k) { r->del(k); };
+    base_->forget = [own](const std::string& k) { own->erase(k); };
+    base_->remember = [own](const std::string& k) { own->insert(k); };
     base_->store = std::move(redis);
   }
   Base* base = base_.get();
-  if (u.scheme == "file")
-    prefixed_ = std::make_shared<ErasableRunPrefixStore>(prefix_, base_, [base](const std::string& k) { base->erase(k); });
-  else
-    prefixed_ = std::make_shared<RunPrefixStore>(prefix_, base_);
+  prefixed_ = std::make_shared<ErasableRunPrefixStore>(prefix_, base_, [base](const std::string& k) { base->erase(k); });
 }
 
 RunStore::~RunStore() = default;
@@ -237,17 +258,15 @@ std::string RunStore::get(const std::string& key) {
   return {v.begin(), v.end()};
 }
 
-bool RunStore::remove_own_keys(const std::vector<std::string>& keep) {
-  if (!base_->own_files) return false;
+void RunStore::remove_own_keys(const std::vector<std::string>& keep) {
   std::lock_guard<std::mutex> lock(base_->mu);
   std::vector<std::string> kept;
-  for (const auto& k : keep) kept.push_back(base_->path_of(prefix_ + "/" + k));
-  for (const auto& f : base_->own_files())
-    if (std::find(kept.begin(), kept.end(), f) == kept.end()) {
-      ::unlink(f.c_str());
-      base_->forget(f);
+  for (const auto& k : keep) kept.push_back(base_->entry_of(prefix_ + "/" + k));
+  for (const auto& e : base_->own_entries())
+    if (std::find(kept.begin(), kept.end(), e) == kept.end()) {
+      base_->remove_entry(e);
+      base_->forget(e);
     }
-  return true;
 }
 
 void RunStore::remove_keys(const std::vector<std::string>& keys) {

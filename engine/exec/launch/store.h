@@ -3,10 +3,11 @@
 // every rank sees, or a gloo RedisStore (a Redis server every rank reaches), under a prefix of
 // the run id (as gloo's PrefixStore joins it: "embedscope/<run_id>/<key>"), so that the keys of
 // an earlier run in the same directory are never read (another run id) or are refused (the same
-// run id: the rank's claim key exists already; handshake.h). A file store's keys can be removed
-// (comm/gloo/key_eraser.h): the collectives' arrival keys are, once no rank reads them any more
-// (comm/gloo/process_group.cpp), so that the directory does not grow with the steps (tester50
-// F7). Internal to the engine.
+// run id: the rank's claim key exists already; handshake.h). The keys can be removed
+// (comm/gloo/key_eraser.h; a file store's file, a Redis key with DEL: gloo's RedisStore has no
+// delete): the collectives' arrival keys are, once no rank reads them any more
+// (comm/gloo/process_group.cpp), so that the directory or the Redis database does not grow with
+// the steps (tester50 F7), and a complete run removes all of its own. Internal to the engine.
 
 #include <chrono>
 #include <memory>
@@ -35,9 +36,8 @@ struct RendezvousUrl {
 RendezvousUrl parse_rendezvous_url(const std::string& url);
 
 /// The run's keys: `store` is the namespaced store (what gloo's connectFullMesh and the
-/// collectives' arrival keys use; for a file store it is also a KeyEraser, whose erase_key
-/// removes a key's file; a Redis store's is not, gloo cannot delete its keys), `has(key)`
-/// tells without blocking whether a key of it is set.
+/// collectives' arrival keys use; it is also a KeyEraser, whose erase_key removes a key: its
+/// file, or the Redis key), `has(key)` tells without blocking whether a key of it is set.
 class RunStore {
  public:
   /// Opens the store of `url` with every key under "embedscope/<run_id>" (redis with a prefix:
@@ -56,12 +56,12 @@ class RunStore {
   /// The value of `key`, which must be set (call has() or wait_for() first: a FileStore's own
   /// get waits 30 s for a missing key).
   std::string get(const std::string& key);
-  /// File store: removes the files of every key this RunStore set (gloo FileStore keeps their
-  /// list), except those of `keep`; returns false (nothing removed) for a Redis store, whose
-  /// keys gloo cannot delete. Call only when no other rank reads them any more.
-  bool remove_own_keys(const std::vector<std::string>& keep);
-  /// File store: removes the files of `keys` (set by any rank; a key not set is skipped);
-  /// nothing for a Redis store.
+  /// Removes every key this RunStore set (and has not removed since), except `keep`: their
+  /// files (gloo FileStore keeps their list), or the Redis keys (DEL; their list kept here).
+  /// Call only when no other rank reads them any more. Throws gloo::IoException when the Redis
+  /// server cannot be reached.
+  void remove_own_keys(const std::vector<std::string>& keep);
+  /// Removes `keys` (set by any rank; a key not set is skipped). Throws as remove_own_keys.
   void remove_keys(const std::vector<std::string>& keys);
   /// Polls (every ms) until every key is set or `timeout` has passed; returns the indices into
   /// `keys` of those still missing (empty: all set).

@@ -30,11 +30,14 @@
 #include "embedscope/sessions/store/end_mark.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
+#include "support/full_disk.h"
 
 namespace {
 namespace fs = std::filesystem;
-
-constexpr int kFixh50NoMount = 77;  // the child's exit status: no tmpfs could be mounted
+using embedscope::test_support::fill_disk;
+using embedscope::test_support::in_tmpfs;
+using embedscope::test_support::kNoTmpfs;
+using embedscope::test_support::session_on_full_disk;
 
 fs::path fixh50_scratch(const std::string& name) {
   const fs::path d = fs::temp_directory_path() / ("es_fixh50_" + name + "_" + std::to_string(getpid()));
@@ -50,104 +53,6 @@ std::string fixh50_read(const fs::path& p) {
   return s.str();
 }
 
-bool fixh50_write_file(const char* path, const std::string& text) {
-  const int fd = ::open(path, O_WRONLY);
-  if (fd < 0) return false;
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  return ok;
-}
-
-// A mount namespace of this (single-threaded, forked) process in which a mount is allowed: as
-// root, a new one; else a user namespace mapping this user to root in it.
-bool fixh50_private_mounts() {
-  if (geteuid() == 0) return unshare(CLONE_NEWNS) == 0;
-  const uid_t uid = geteuid();
-  const gid_t gid = getegid();
-  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
-  fixh50_write_file("/proc/self/setgroups", "deny");
-  return fixh50_write_file("/proc/self/uid_map", fmt::format("0 {} 1", uid)) &&
-         fixh50_write_file("/proc/self/gid_map", fmt::format("0 {} 1", gid));
-}
-
-// Runs `body` in a child process that sees a tmpfs of `size` (mount's size=, e.g. "400k") at
-// `at`, gone with the child; returns body's result, kFixh50NoMount where no tmpfs could be mounted.
-int fixh50_in_tmpfs(const fs::path& at, const std::string& size, const std::function<int()>& body) {
-  const pid_t child = fork();
-  if (child == 0) {
-    if (!fixh50_private_mounts() || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        mount("tmpfs", at.c_str(), "tmpfs", 0, ("size=" + size).c_str()) != 0)
-      _exit(kFixh50NoMount);
-    _exit(body());
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Takes every byte left on the file system of `dir` (a file written until the disk is full).
-void fixh50_fill(const fs::path& dir) {
-  const int fd = ::open((dir / "filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const std::vector<char> block(64 * 1024, 'x');
-  for (size_t chunk : {block.size(), size_t{4096}, size_t{1}})
-    while (::write(fd, block.data(), chunk) == static_cast<ssize_t>(chunk)) {
-    }
-  ::close(fd);
-}
-
-// Waits (up to 20 s) for `done`; the test's outcome never depends on how long it took.
-bool fixh50_wait_for(const std::function<bool()>& done) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-int64_t fixh50_committed_steps(const std::string& db) {
-  try {
-    const embedscope::sessions::SessionReader r(db);
-    return static_cast<int64_t>(r.steps().size());
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-// In the tmpfs `full`: a session s.db of 10 committed steps; the disk then filled but for `room`
-// bytes; `more` steps that cannot all be committed (the writer says write_failed); its close()
-// refused (SessionError: the failure said). The session's files are copied to dir/s.db(-wal) for
-// the test to read. 0, or the code of what went wrong: 10 the steps never committed, 11 no write
-// failure, 12 close() said nothing, 13 the copy failed, 14 the room not made, 15 no -wal left when
-// `wal_required` (the checkpoint cannot have run on the full disk).
-int fixh50_session_on_full_disk(const fs::path& dir, const fs::path& full, int64_t room, int64_t more, bool wal_required) {
-  namespace ss = embedscope::sessions;
-  const std::string db = (full / "s.db").string();
-  int code = 0;
-  {
-    ss::SessionWriter w(db);
-    w.set_metadata(ss::meta::kWorldSize, "1");
-    w.add_lane({0, 0, "compute", "thread"});
-    for (int64_t s = 0; s < 10; ++s) w.add_step({s, 0, s * 1'000'000, (s + 1) * 1'000'000, 0.5, 0, 0});
-    if (!fixh50_wait_for([&] { return fixh50_committed_steps(db) == 10; })) return 10;
-    fixh50_fill(full);
-    if (room > 0 &&
-        ::truncate((full / "filler").c_str(), static_cast<off_t>(fs::file_size(full / "filler")) - room) != 0)
-      return 14;
-    for (int64_t s = 10; s < 10 + more; ++s) w.add_step({s, 0, s * 1'000'000, (s + 1) * 1'000'000, 0.5, 0, 0});
-    if (!fixh50_wait_for([&] { return w.write_failed(); })) return 11;
-    try {
-      w.close("complete");
-      code = 12;  // the failure must be said
-    } catch (const ss::SessionError&) {
-    }
-  }
-  if (wal_required && !fs::exists(db + "-wal")) return 15;
-  std::error_code ec;
-  for (const char* suffix : {"", "-wal"})
-    if (fs::exists(db + suffix)) fs::copy_file(db + suffix, (dir / "s.db").string() + suffix, ec);
-  return ec ? 13 : code;
-}
-
 }  // namespace
 
 // R3: 10 steps committed, then another process takes every byte left; the next commit fails with
@@ -156,8 +61,8 @@ int fixh50_session_on_full_disk(const fs::path& dir, const fs::path& full, int64
 TEST(Fixh50FullDisk, EndMarkFitsWhenAnotherProcessFilledTheDisk) {
   const fs::path dir = fixh50_scratch("end");
   const fs::path full = dir / "full";
-  const int rc = fixh50_in_tmpfs(full, "4m", [&] { return fixh50_session_on_full_disk(dir, full, 0, 10, false); });
-  if (rc == kFixh50NoMount) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
+  const int rc = in_tmpfs(full, "4m", [&] { return session_on_full_disk(dir, full, 0, 10, false); });
+  if (rc == kNoTmpfs) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
   ASSERT_EQ(rc, 0);
   const embedscope::sessions::SessionReader s((dir / "s.db").string());
   EXPECT_EQ(s.meta(embedscope::sessions::meta::kEnded), "write_failed");
@@ -174,8 +79,8 @@ TEST(Fixh50FullDisk, EndMarkFitsWhenAnotherProcessFilledTheDisk) {
 TEST(Fixh50FullDisk, NoUnreadableFramesLeftAfterTheEndMark) {
   const fs::path dir = fixh50_scratch("tail");
   const fs::path full = dir / "full";
-  const int rc = fixh50_in_tmpfs(full, "4m", [&] { return fixh50_session_on_full_disk(dir, full, 160 * 1024, 5000, true); });
-  if (rc == kFixh50NoMount) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
+  const int rc = in_tmpfs(full, "4m", [&] { return session_on_full_disk(dir, full, 160 * 1024, 5000, true); });
+  if (rc == kNoTmpfs) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
   ASSERT_EQ(rc, 0);
   const std::string db = (dir / "s.db").string();
   const embedscope::sessions::WalScan wal = embedscope::sessions::scan_wal(db);
@@ -196,10 +101,10 @@ TEST(Fixh50FullDisk, NoRoomAtCreationIsAWriteFailureNotBadInput) {
   namespace ts = embedscope::test_support;
   for (const char* size : {"200k", "400k"}) {
     SCOPED_TRACE(size);
-    const int rc = fixh50_in_tmpfs(full, size, [&] {
+    const int rc = in_tmpfs(full, size, [&] {
       return ts::run_cli(EMBEDSCOPE_CLI, "run --preset tiny --steps 5 --json -o " + (full / "x.db").string(), dir).code;
     });
-    if (rc == kFixh50NoMount) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
+    if (rc == kNoTmpfs) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
     const std::string err = fixh50_read(dir / "err.txt"), out = fixh50_read(dir / "out.txt");
     EXPECT_EQ(rc, 1) << err;
     EXPECT_NE(err.find("error: run ended write_failed: " + (full / "x.db").string() + ": "), std::string::npos) << err;
@@ -211,7 +116,7 @@ TEST(Fixh50FullDisk, NoRoomAtCreationIsAWriteFailureNotBadInput) {
     EXPECT_NE(out.find(R"("ended":"write_failed")"), std::string::npos) << out;
     EXPECT_NE(out.find(R"("session":null)"), std::string::npos) << out;
   }
-  const int rc = fixh50_in_tmpfs(full, "400k", [&] {
+  const int rc = in_tmpfs(full, "400k", [&] {
     const int code =
         ts::run_cli(EMBEDSCOPE_CLI, "launch -n 2 run --preset tiny --steps 5 -o " + (full / "q.db").string(), dir).code;
     return fs::exists(full / "q.rank0.db") || fs::exists(full / "q.rank1.db") ? 20 : code;
@@ -247,13 +152,13 @@ TEST(Fixh50FullDisk, ScreenshotSaysWhyItCannotBeWritten) {
   EXPECT_EQ(r.out.find("Unknown error"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir / "s.png"));
   // the file system full
-  const int rc = fixh50_in_tmpfs(full, "20k", [&] {
-    fixh50_fill(full);
+  const int rc = in_tmpfs(full, "20k", [&] {
+    fill_disk(full);
     const auto m = ts::run_merged(ui + " --screenshot " + (full / "d.png").string());
     std::ofstream(dir / "shot.txt") << m.out;
     return fs::exists(full / "d.png") ? 20 : m.code;
   });
-  if (rc == kFixh50NoMount) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
+  if (rc == kNoTmpfs) GTEST_SKIP() << "no tmpfs can be mounted here (not root, no user namespaces)";
   const std::string said = fixh50_read(dir / "shot.txt");
   EXPECT_EQ(rc, 2) << said;
   EXPECT_NE(said.find((full / "d.png").string() + ": cannot write the screenshot: No space left on device"),

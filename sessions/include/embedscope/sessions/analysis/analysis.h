@@ -167,6 +167,15 @@ std::string unequal_rank_steps_text(const RunStats& st);
 /// Computes RunStats from a session. Throws SessionError on an unreadable file.
 RunStats analyze(const SessionReader& session);
 
+/// analyze's step-time figures only, from the session's step rows and metadata (no op,
+/// collective or counter is read: one query of the steps table, linear in the step rows): ended,
+/// held_out_auc, simulated, samples_per_step, steps, pipeline, drain_steps, all_drain,
+/// step_time_ns (each step's slowest rank, the drain steps left out), samples_per_s and loss,
+/// each as analyze gives it; every other field is left at its default. For what needs only the
+/// step time (`launch`'s line under its table: a 26,000-step merged session of 2 ranks was fully
+/// analysed, ops and critical paths included, for two figures). Throws as analyze.
+RunStats analyze_step_times(const SessionReader& session);
+
 /// What RunStats' overlap, exposed communication and per-rank compute / comm figures measure,
 /// for people: "thread level: host spans of compute vs comm ops, clipped to step windows" (cpu
 /// runs), "stream level: ..." when some rank has GPU streams (RunStats::stream_ranks), or

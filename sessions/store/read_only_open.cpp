@@ -1,0 +1,121 @@
+#include "store/read_only_open.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include <fmt/format.h>
+
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::sessions::detail {
+
+namespace {
+
+// An empty `path`-shm where none exists, with the database file's mode (and, as root, owner) as
+// SQLite gives it (os_unix.c unixOpenSharedMemory). Made under a private name and linked into
+// place with its descriptor already closed: closing a descriptor of a file drops every POSIX lock
+// this process holds on it, SQLite's included, so no descriptor of the -shm is ever closed here.
+// Where the file system has no hard links, created in place (O_EXCL) and closed at once. Best
+// effort: SQLite says what it cannot open.
+void ro_make_empty_shm(const std::string& path) {
+  const std::string shm = path + "-shm";
+  struct stat db {}, sb {};
+  if (::stat(path.c_str(), &db) != 0 || ::lstat(shm.c_str(), &sb) == 0) return;
+  const mode_t mode = db.st_mode & 0777;
+  static std::atomic<int> counter{0};
+  const std::string tmp = fmt::format("{}.mk-{}-{}", shm, getpid(), counter++);
+  auto make = [&](const std::string& name) {
+    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0) return false;
+    if (geteuid() == 0) (void)fchown(fd, db.st_uid, db.st_gid);
+    ::close(fd);
+    return true;
+  };
+  if (!make(tmp)) return;
+  const int linked = ::link(tmp.c_str(), shm.c_str());
+  const int link_errno = errno;
+  ::unlink(tmp.c_str());
+  if (linked != 0 && link_errno != EEXIST) make(shm);  // no hard links here (EPERM, ENOTSUP)
+}
+
+// The first read of a connection (the schema cookie: a read transaction, so the -wal and the
+// wal-index are opened); its extended result code.
+int ro_first_read(sqlite3* db) {
+  sqlite3_stmt* st = nullptr;
+  int rc = sqlite3_prepare_v2(db, "PRAGMA schema_version", -1, &st, nullptr);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW || rc == SQLITE_DONE) rc = SQLITE_OK;
+  else rc = sqlite3_extended_errcode(db);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+// Opens `uri`; null (with SQLite's reason in `error`) where SQLite cannot.
+sqlite3* ro_open_uri(const std::string& uri, int busy_timeout_ms, std::string& error) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    error = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return nullptr;
+  }
+  // a reader never writes: no checkpoint when this connection closes (as the last connection of
+  // a WAL file SQLite would copy the WAL into the database), and a wait, rather than an error,
+  // while the writer holds a lock for a moment (its first commit, its final checkpoint and
+  // change of journal mode)
+  sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  sqlite3_busy_timeout(db, busy_timeout_ms);
+  return db;
+}
+
+}  // namespace
+
+std::string sqlite_file_uri(const std::string& path, const std::string& query) {
+  std::string uri = "file:";
+  for (const char c : path) {
+    if (c == '%') uri += "%25";
+    else if (c == '?') uri += "%3f";
+    else if (c == '#') uri += "%23";
+    else uri += c;
+  }
+  return uri + "?" + query;
+}
+
+bool is_wal_index_failure(int rc) {
+  switch (rc) {
+    case SQLITE_IOERR_SHMOPEN:
+    case SQLITE_IOERR_SHMSIZE:
+    case SQLITE_IOERR_SHMMAP:
+    case SQLITE_IOERR_SHMLOCK:
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY_CANTINIT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+sqlite3* open_session_read_only(const std::string& path, int busy_timeout_ms) {
+  const std::string plain = sqlite_file_uri(path, "mode=ro");
+  std::string error;
+  sqlite3* db = ro_open_uri(plain, busy_timeout_ms, error);
+  if (!db) throw SessionError(fmt::format("{}: cannot open: {}", path, error));
+  if (!is_wal_index_failure(ro_first_read(db))) return db;
+  // closed first: the connections of one process share one wal-index per file (os_unix.c), and
+  // the next must open it anew, read-only
+  sqlite3_close(db);
+  ro_make_empty_shm(path);
+  if (sqlite3* shared = ro_open_uri(sqlite_file_uri(path, "mode=ro&readonly_shm=1"), busy_timeout_ms, error)) {
+    if (ro_first_read(shared) == SQLITE_OK) return shared;
+    sqlite3_close(shared);
+  }
+  // no way round it: as SQLite opens it, its first query says why
+  db = ro_open_uri(plain, busy_timeout_ms, error);
+  if (!db) throw SessionError(fmt::format("{}: cannot open: {}", path, error));
+  return db;
+}
+
+}  // namespace embedscope::sessions::detail
