@@ -1,5 +1,7 @@
-// exp51: tester51 F8 (run's per-step distinct rows, summed, named "rows updated" and told apart
-// from inspect-input's distinct rows over all the batches).
+// exp51: tester51 F12 (--network-latency takes the number forms --network-bandwidth takes, 1e6,
+// and refuses others naming the flag, where CLI11 said "Failed parsing 1e6 as a INT") and F8
+// (run's per-step distinct rows, summed, named "rows updated" and told apart from inspect-input's
+// distinct rows over all the batches).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -23,6 +25,39 @@ embedscope::test_support::CliResult exp51c_cli(const std::string& args) {
   return embedscope::test_support::run_merged(std::string(EMBEDSCOPE_CLI) + " " + args);
 }
 }  // namespace
+
+TEST(Exp51NetworkLatency, TakesScientificNotationAsBandwidthDoes) {
+  const fs::path dir = exp51c_scratch("lat");
+  // 1e6 ns = 1 ms (run's header says the latency in its unit: imp50)
+  auto r = exp51c_cli("run --preset tiny --steps 1 --network-latency 1e6 -o " + (dir / "a.db").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("intra_node unlimited bandwidth, 1.00 ms latency; inter_node unlimited bandwidth, 1.00 ms latency"),
+            std::string::npos) << r.out;
+  // 2.5e3 ns = 2.5 us, beside a bandwidth in the same form
+  r = exp51c_cli("run --preset tiny --steps 1 --network-bandwidth 1e9 --network-latency 2.5e3 -o " + (dir / "b.db").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("intra_node 1 GB/s, 2.50 us latency"), std::string::npos) << r.out;
+}
+
+TEST(Exp51NetworkLatency, RefusalsNameTheFlagAndWhatToGive) {
+  const struct {
+    const char* value;
+    const char* says;
+  } cases[] = {
+      {"1.5", "--network-latency: 1.5 ns is not a whole number of ns; give e.g. 1"},
+      {"abc", "--network-latency: not a number of ns (got 'abc'); give e.g. 50000 or 5e4"},
+      {"1e11", "--network-latency: 1e11 ns is out of range: give 0 to 1e+10 ns (10 s), e.g. 5e4"},
+      {"-1", "--network-latency: -1 ns is out of range: give 0 to 1e+10 ns (10 s), e.g. 5e4"},
+      {"nan", "--network-latency: not a number of ns (got 'nan')"},
+      {"inf", "--network-latency: inf ns is out of range"},
+  };
+  for (const auto& c : cases) {
+    const auto r = exp51c_cli(std::string("plan --preset tiny --network-latency ") + c.value);
+    EXPECT_EQ(r.code, 2) << c.value << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.value << "\n" << r.out;
+    EXPECT_EQ(r.out.find("Failed parsing"), std::string::npos) << r.out;
+  }
+}
 
 TEST(Exp51RowsUpdated, RunSaysRowsUpdatedPerStepSummedAndInspectInputDistinctOverAll) {
   const fs::path dir = exp51c_scratch("rows");
