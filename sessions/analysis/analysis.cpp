@@ -4,6 +4,7 @@
 #include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/wait_span.h"
+#include "embedscope/sessions/analysis/split_checks.h"
 #include "embedscope/sessions/store/op_stream.h"
 
 #include <nlohmann/json.hpp>
@@ -100,7 +101,8 @@ namespace {
 void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>&& grouped,
                            const std::function<bool(const OpRecord&)>& timed, const std::set<int32_t>& off_path,
                            const std::map<int64_t, std::map<int32_t, std::pair<int64_t, int64_t>>>& windows,
-                           int64_t first_drain, bool partial_collectives, RunStats& st) {
+                           int64_t first_drain, bool partial_collectives,
+                           const std::function<const std::string&(int32_t)>& name_of, RunStats& st) {
   std::map<int64_t, std::vector<OpRecord>> ops_of_step;
   for (auto it = grouped.begin(); it != grouped.end(); it = grouped.erase(it)) {
     auto& v = ops_of_step[it->first.second];
@@ -165,8 +167,10 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
       for (const auto& o : ops)
         if (timed(o)) kept.push_back(o);
       add_collective_times(kept, collective_instances(kept, step_colls), colls, step_colls);
+      move_split_checks(kept, step_colls, name_of, colls);  // tester51 F4: the checks on their own
     } else {
       add_collective_times(ops, collective_instances(ops, step_colls), colls, step_colls);
+      move_split_checks(ops, step_colls, name_of, colls);
     }
     st.critical_paths.push_back(std::move(path));
   }
@@ -456,7 +460,8 @@ RunStats analyze(const SessionReader& session) {
         if (wanted.count(all_names[i])) annotation_ids.insert(static_cast<int32_t>(i));
     }
   }
-  critical_path_summary(collectives, std::move(grouped), timed, annotation_ids, windows, first_drain, !imported, st);
+  critical_path_summary(collectives, std::move(grouped), timed, annotation_ids, windows, first_drain, !imported,
+                        [&](int32_t id) -> const std::string& { return session.name(id); }, st);
   // An imported trace's world size is what the trace says; a rank with no trace in the
   // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.
   st.world_size = world;

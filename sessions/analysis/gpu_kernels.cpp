@@ -100,7 +100,7 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
   const std::string origin_text = r.meta(meta::kImportOriginNs);
   const bool imported = !origin_text.empty();
   // HTA rounds Kineto's float microseconds; an Nsight export has integer ns and is kept exact.
-  const bool rounded = imported && r.meta(meta::kImportFormat, "kineto_json") == "kineto_json";
+  const bool rounded = opt.whole_us || (imported && r.meta(meta::kImportFormat, "kineto_json") == "kineto_json");
   const int64_t origin = imported ? std::strtoll(origin_text.c_str(), nullptr, 10) : 0;
   // Times as HTA sees them: rounded trace microseconds on imported Kineto traces, exact ns otherwise.
   auto start_of = [&](int64_t s, int64_t e) { return rounded ? hta_round(s + origin, e + origin, KernelClass::other).start : s; };

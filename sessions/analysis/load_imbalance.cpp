@@ -21,7 +21,7 @@ namespace embedscope::sessions {
 const char* to_string(LoadMetric m) {
   switch (m) {
     case LoadMetric::ids_looked_up: return "ids looked up";
-    case LoadMetric::unique_ids: return "unique rows";
+    case LoadMetric::unique_ids: return "rows updated (distinct per step)";  // summed where steps are (tester51 F8)
     case LoadMetric::bytes_in: return "bytes in";
     case LoadMetric::bytes_out: return "bytes out";
     case LoadMetric::lookup_time: return "lookup time (ns)";

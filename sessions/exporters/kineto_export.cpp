@@ -127,15 +127,38 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
   std::vector<RankInfo> rank_info;
   for (auto& r : session.ranks())
     if (r.rank == rank) rank_info.push_back(r);
+  // An Embedscope session's set-up and warm-up steps (step < 0) are left out, as torch.profiler
+  // records nothing during a schedule's wait and warmup steps (tester51 F11: their kernels, kept
+  // without their ProfilerStep spans, came before ProfilerStep#0 with launches, so HTA counted
+  // them and disagreed with `stats`, which leaves them out). An imported trace keeps everything.
+  const bool drop_warmup = !imported;
+  int64_t left_out = 0;  // events of step < 0 not written (ops and collective records)
   std::vector<CollectiveRecord> colls;
-  for (auto& c : session.collectives())
-    if (c.rank == rank) colls.push_back(std::move(c));
+  for (auto& c : session.collectives()) {
+    if (c.rank != rank) continue;
+    if (drop_warmup && c.step < 0) {
+      ++left_out;
+      continue;
+    }
+    colls.push_back(std::move(c));
+  }
   std::sort(colls.begin(), colls.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
 
   const int64_t host_pid = kKinetoHostPidBase + rank;
   const int64_t device = rank;
   auto is_stream = [](const LaneInfo& l) { return l.kind == "stream" || l.kind == "sync"; };
   const bool has_streams = std::any_of(lanes.begin(), lanes.end(), is_stream);
+  // every lane's ops, those of the measured steps only on an Embedscope session
+  std::vector<std::pair<LaneInfo, std::vector<OpRecord>>> host_lanes, stream_lanes;
+  for (const auto& l : lanes) {
+    std::vector<OpRecord> ops = session.lane_ops(rank, l.lane);
+    if (drop_warmup) {
+      const auto kept = std::remove_if(ops.begin(), ops.end(), [](const OpRecord& o) { return o.step < 0; });
+      left_out += ops.end() - kept;
+      ops.erase(kept, ops.end());
+    }
+    (is_stream(l) ? stream_lanes : host_lanes).push_back({l, std::move(ops)});
+  }
 
   // --- header: distributedInfo first, `"rank": N` with a space (HTA's trace_file.py finds a
   // file's rank with the regex "rank":\s+(\d+) on its first matching line)
@@ -165,6 +188,10 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
                                             "had no launch for has none here either (HTA leaves it out, as in the original)"
                                           : "launch events (cuda_runtime, args.synthesized) are placed by the "
                                             "exporter at their kernel's start or inside its collective"}};
+  if (drop_warmup)  // as a torch.profiler schedule(wait, warmup, active) trace: the active steps only
+    info["left_out"] = fmt::format("{} events of the set-up and the warm-up steps (step < 0), as torch.profiler "
+                                   "records nothing before its active steps; `embedscope stats` leaves them out too",
+                                   left_out);
   out << "  \"embedscope\": " << info.dump(-1, ' ', false, kReplace) << ",\n";
   out << "  \"displayTimeUnit\": \"ms\",\n  \"traceEvents\": [\n";
   RankWriter w{out};
@@ -190,9 +217,6 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
     w.emit(fmt::format(R"J({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":"launches (placed by embedscope export)"}}}})J",
                        host_pid, kKinetoLaunchTid));
 
-  // --- every lane's ops
-  std::vector<std::pair<LaneInfo, std::vector<OpRecord>>> host_lanes, stream_lanes;
-  for (const auto& l : lanes) (is_stream(l) ? stream_lanes : host_lanes).push_back({l, session.lane_ops(rank, l.lane)});
   auto comm_args = [&](const CollectiveRecord& c) {
     const KinetoCommArgs a = kineto_comm_args(c);
     return nlohmann::json{{"Collective name", a.name},

@@ -2,6 +2,7 @@
 // critical path and the collectives of a session (text or --json).
 
 #include <algorithm>
+#include <string_view>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -238,6 +239,11 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   const auto kernels = ss::gpu_kernel_figures(session, {keep_last_step});
   const auto problems = session.import_stats();
   const bool imported = session.meta("imported") == "1";
+  // tester51 F11: an Embedscope session's figures are exact ns; HTA reads its kineto export
+  // rounded to whole us, so the figures HTA gives on the export are said beside them
+  const auto on_export = kernels.empty() || imported || kernels.front().microsecond_rounding
+                             ? std::vector<ss::RankKernelFigures>{}
+                             : ss::gpu_kernel_figures(session, {keep_last_step, true});
   // a trace whose collectives carry no arguments (Kineto without record_param_comms args, every
   // Nsight export): 0 bytes there is unknown, not "moved nothing" (tester37 #13)
   const bool bytes_unknown = imported && std::any_of(problems.begin(), problems.end(), [](const auto& p) {
@@ -341,9 +347,17 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     for (const auto& c : st.collectives)
       j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes_sent", bytes_or_null(c.bytes_sent)},
                                   {"bytes_received", bytes_or_null(c.bytes_received)},
-                                  {"bytes", bytes_or_null(c.bytes)},  // sent + received (README: kept for old readers)
+                                  // the ops' bytes: sent + received + the split checks' (README: kept for old readers)
+                                  {"bytes", bytes_or_null(c.bytes)},
                                   {"time_ns", c.time_ns},
-                                  {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns}});
+                                  {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns},
+                                  // tester51 F4: its split checks, whose bytes are not in bytes_sent / received
+                                  {"split_check", c.check_count == 0
+                                                      ? json(nullptr)
+                                                      : json{{"name", name_of(c.name_id) + "/split_check"},
+                                                             {"count", c.check_count},
+                                                             {"bytes_sent", c.check_bytes_sent},
+                                                             {"bytes_received", c.check_bytes_received}}}});
     if (!session.meta("end_message").empty()) j["end_message"] = session.meta("end_message");
     j["tables"] = json::parse(session.meta(ss::meta::kTableStorageJson, "[]"), nullptr, false);
     // a simulated session's hot_ids (null in its metadata: table_storage_json(.., measured =
@@ -390,7 +404,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                         {"launches_dropped", std::atoll(session.meta(ss::meta::kCuptiLaunchesDropped, "0").c_str())},
                         {"device_rank_fallbacks",
                          std::atoll(session.meta(ss::meta::kCuptiDeviceRankFallbacks, "0").c_str())}};
-    if (!kernels.empty()) j["gpu_kernels"] = gpu_kernels_json(kernels, keep_last_step);
+    if (!kernels.empty()) j["gpu_kernels"] = gpu_kernels_json(kernels, keep_last_step, on_export);
     if (!memory.empty()) j["memory"] = memory_json(memory);
     if (!flight.empty()) j["flight_recorder"] = flight_recorder_json(flight);
     if (imported) {
@@ -427,7 +441,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   }
   // the kernel heading names warm-up steps only where the run had some (ux41 #9)
   const std::string kernel_text = gpu_kernels_text(
-      kernels, keep_last_step, imported ? -1 : std::strtoll(session.meta(ss::meta::kWarmupSteps, "-1").c_str(), nullptr, 10));
+      kernels, keep_last_step, imported ? -1 : std::strtoll(session.meta(ss::meta::kWarmupSteps, "-1").c_str(), nullptr, 10),
+      on_export);
   if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
   const auto per_step = step_size(session.meta("workload_json"), st.samples_per_step);
   if (imported)  // a trace has no workload: its ranks (world size as the trace says) and profiler steps
@@ -596,7 +611,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   size_t w = 28;
   for (const auto& e : st.critical_path)
     if (e.name_id >= 0) w = std::max(w, shown(e.name_id).size());
-  for (const auto& c : st.collectives) w = std::max(w, shown(c.name_id).size());
+  for (const auto& c : st.collectives)
+    w = std::max(w, shown(c.name_id).size() + (c.check_count > 0 ? std::string_view("/split_check").size() : 0));
   std::cout << fmt::format("  {:<{}} {:<10} {:>11} {:>7} {:>9} {:>14}\n", "op", w, "category", "on path", "share",
                            "top rank", "steps bounded");
   for (const auto& e : st.critical_path)
@@ -612,14 +628,25 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     // tester49 F7: what the ranks sent (the rank table's "bytes sent"), the received apart; not their sum
     std::cout << "  (bytes sent: what the ranks put on the wire to their peers, as the rank table's; a ring "
                  "all-reduce of B bytes on n ranks sends 2(n-1)/n x B per rank, B itself at n = 2)\n";
+    // tester51 F4: the check's bytes were in its collective's, its count was not
+    if (std::any_of(st.collectives.begin(), st.collectives.end(), [](const auto& c) { return c.check_count > 0; }))
+      std::cout << "  (NAME/split_check: Embedscope's all-gather of the split sizes before each all-to-all and "
+                   "reduce-scatter, not run by TorchRec; its count and bytes are its own, not in NAME's row above "
+                   "it; its time is in NAME's op: -)\n";
     std::cout << fmt::format("  {:<{}} {:>7} {:>12} {:>14} {:>11} {:>11} {:>17}\n", "name", w, "count", "bytes sent",
                              "bytes received", "time", "exposed", "waiting for peers");
-    for (const auto& c : st.collectives)
+    for (const auto& c : st.collectives) {
       std::cout << fmt::format("  {:<{}} {:>7.1f} {:>12} {:>14} {:>11} {:>11} {:>17}\n", shown(c.name_id), w,
                                static_cast<double>(c.count) / static_cast<double>(counted),
                                bytes_text(c.bytes_sent / counted), bytes_text(c.bytes_received / counted),
                                ms(c.time_ns / counted),
                                ms(c.exposed_ns / counted), ms(c.wait_ns / counted));
+      if (c.check_count > 0)
+        std::cout << fmt::format("  {:<{}} {:>7.1f} {:>12} {:>14} {:>11} {:>11} {:>17}\n", shown(c.name_id) + "/split_check",
+                                 w, static_cast<double>(c.check_count) / static_cast<double>(counted),
+                                 bytes_text(c.check_bytes_sent / counted), bytes_text(c.check_bytes_received / counted), "-",
+                                 "-", "-");
+    }
   }
   return 0;
 }

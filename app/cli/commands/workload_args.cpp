@@ -41,6 +41,23 @@ CLI::Validator bandwidth_range(double max) {
 }
 }  // namespace
 
+CLI::Validator latency_ns_value(int64_t max) {
+  return CLI::Validator(
+      [max](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || std::isnan(v))
+          return fmt::format("not a number of ns (got '{}'); give e.g. 50000 or 5e4", text);
+        if (!(v >= 0.0 && v <= static_cast<double>(max)))  // inf too
+          return fmt::format("{} ns is out of range: give 0 to {:.3g} ns ({} s), e.g. 5e4", text, static_cast<double>(max),
+                             static_cast<double>(max) / 1e9);
+        if (v != std::floor(v))
+          return fmt::format("{} ns is not a whole number of ns; give e.g. {:.0f}", text, std::floor(v));
+        text = std::to_string(static_cast<int64_t>(v));  // what the int64 option then reads: 1e6 -> 1000000
+        return "";
+      },
+      "", "LATENCY_NS");
+}
+
 void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   const std::string names = preset_list_text();
   a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
@@ -97,8 +114,9 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
           ->check(CLI::Number)->check(kNotNan)->check(bandwidth_range(static_cast<double>(es::kMaxBandwidthBytesPerS)));
   a.given["--network-latency"] =
       cmd->add_option("--network-latency", a.network_latency,
-                      "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns)")
-          ->check(kInteger)->check(CLI::Range(int64_t{0}, es::kMaxLatencyNs));
+                      "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns), "
+                      "e.g. 50000 or 5e4")
+          ->transform(latency_ns_value(es::kMaxLatencyNs));  // tester51 F12: 1e6 as --network-bandwidth takes 1e9
   a.given["--sequence-parallel"] = cmd->add_flag(
       "--sequence-parallel", a.sequence_parallel,
       "lm_embedding workloads with vocab_parallel: reduce-scatter the lookup into token slices and all-gather before "

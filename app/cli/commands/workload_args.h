@@ -32,6 +32,15 @@ inline const CLI::Validator kNotNan(
     },
     "", "NOT_NAN");
 
+/// A latency in ns from 0 to `max`, written as an integer or in the number forms
+/// --network-bandwidth takes ("1e6", "5.0e4"): the text becomes the integer ("1000000") for the
+/// option's int64. Refusals name the flag (CLI11 prefixes it): "--network-latency: 1.5 ns is not a
+/// whole number of ns; give e.g. 1", "--network-latency: -1 ns is out of range: give 0 to 1e+10 ns
+/// (10 s), e.g. 5e4", "--network-latency: not a number of ns (got 'abc'); give e.g. 50000 or 5e4"
+/// (tester51 F12: "1e6" was "Failed parsing 1e6 as a INT"). Add it with Option::transform (check()
+/// makes a validator non-modifying: the integer text would not reach the option).
+CLI::Validator latency_ns_value(int64_t max);
+
 /// An integer option of at least `min`, said as "--window: must be >= 1, got 0" or "--window:
 /// must be an integer >= 1, got 'abc'" (CLI::PositiveNumber and CLI::NonNegativeNumber said
 /// "Value 0 not in range 0.000000 to " and DBL_MAX's 309 digits, for words too: tester42 F6).

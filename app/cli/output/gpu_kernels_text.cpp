@@ -16,7 +16,7 @@ std::string us(int64_t ns) {
 }  // namespace
 
 std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step,
-                             int64_t warmup_steps) {
+                             int64_t warmup_steps, const std::vector<sessions::RankKernelFigures>& on_export) {
   if (figures.empty()) return "";
   std::string s = fmt::format(
       "GPU kernels (Holistic Trace Analysis' definitions; {}{})\n"
@@ -62,12 +62,38 @@ std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& fig
       s += "  (no comm: the rank has no communication kernels, so it has no overlap figure)\n";
       break;
     }
+  if (!on_export.empty()) {  // tester51 F11: what HTA makes of the export, beside the exact figure
+    const auto pct = [](const sessions::RankKernelFigures& f) {
+      return f.has_comm ? fmt::format("{:.2f}%", f.overlap_pct) : std::string("no comm");
+    };
+    bool same = true;
+    for (const auto& f : on_export) same = same && pct(f) == pct(on_export.front());
+    std::string per_rank;
+    if (same && on_export.size() > 1) {
+      per_rank = pct(on_export.front()) + " on every rank";
+    } else {
+      constexpr size_t kListed = 8;
+      for (size_t i = 0; i < on_export.size() && i < kListed; ++i)
+        per_rank += fmt::format("{}rank {} {}", i ? ", " : "", on_export[i].rank, pct(on_export[i]));
+      if (on_export.size() > kListed) per_rank += fmt::format(", ... ({} ranks in --json)", on_export.size());
+    }
+    s += fmt::format("  (exact ns here; HTA reads this session's `export --format kineto`, which holds these GPU events,\n"
+                     "   rounded to whole us, each start up and end down: overlap {})\n",
+                     per_rank);
+  }
   return s;
 }
 
-nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step) {
+nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step,
+                                const std::vector<sessions::RankKernelFigures>& on_export) {
   nlohmann::json ranks = nlohmann::json::array();
-  for (const auto& f : figures)
+  for (const auto& f : figures) {
+    nlohmann::json hta_on_export;  // null: not asked (imported traces: HTA's rounding is in the figures already)
+    for (const auto& e : on_export)
+      if (e.rank == f.rank)
+        hta_on_export = {{"overlap_pct", e.has_comm ? nlohmann::json(e.overlap_pct) : nlohmann::json(nullptr)},
+                         {"gpu_events", e.gpu_events},
+                         {"kernel_time_ns", e.kernel_time_ns}};
     ranks.push_back({{"rank", f.rank},
                      {"communication", f.has_comm},
                      {"overlap_pct", f.has_comm ? nlohmann::json(f.overlap_pct) : nlohmann::json(nullptr)},
@@ -82,7 +108,9 @@ nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& 
                      {"dropped_last_step_events", f.dropped_last_step},
                      {"dropped_no_launch_events", f.dropped_no_launch},
                      {"warmup_events", f.warmup_events},
-                     {"microsecond_rounding", f.microsecond_rounding}});
+                     {"microsecond_rounding", f.microsecond_rounding},
+                     {"hta_on_export", hta_on_export}});
+  }
   return {{"definition", "Holistic Trace Analysis: comm/comp overlap and temporal breakdown of GPU kernels"},
           {"last_step", keep_last_step ? "kept" : "dropped"},
           {"ranks", ranks}};

@@ -16,10 +16,16 @@ namespace embedscope::cli {
 /// A table of the figures per rank, preceded by the definitions; "" when `figures` is empty.
 /// `warmup_steps`: the run's warm-up steps (meta warmup_steps), which the note on the GPU events
 /// left out names only when there were some; -1: unknown (an import, an older file).
+/// `on_export`: the same figures with HTA's whole-us rounding (GpuKernelOptions::whole_us) on an
+/// Embedscope session, what HTA computes on its `export --format kineto`; when not empty, a line
+/// under the table gives their overlap per rank ("... overlap 4.08% on every rank"; tester51 F11).
 std::string gpu_kernels_text(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step,
-                             int64_t warmup_steps = -1);
-/// [{"rank", "overlap_pct" (null without communication), "communication": bool, "idle_ns", ...}].
-nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step);
+                             int64_t warmup_steps = -1, const std::vector<sessions::RankKernelFigures>& on_export = {});
+/// [{"rank", "overlap_pct" (null without communication), "communication": bool, "idle_ns", ...}];
+/// with `on_export` (as above) each rank also has "hta_on_export": {"overlap_pct" (null without
+/// communication), "gpu_events", "kernel_time_ns"}.
+nlohmann::json gpu_kernels_json(const std::vector<sessions::RankKernelFigures>& figures, bool keep_last_step,
+                                const std::vector<sessions::RankKernelFigures>& on_export = {});
 
 /// The import problems as a table (severity, count, name, first example); "none" when empty.
 std::string import_problems_text(const std::vector<sessions::ImportStat>& stats);

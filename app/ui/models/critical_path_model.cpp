@@ -63,14 +63,31 @@ bool collective_bytes_unknown(const sessions::SessionReader& session) {
 
 CollectiveTimesModel::CollectiveTimesModel(const sessions::RunStats& stats, const sessions::SessionReader& session,
                                            QObject* parent)
-    : QAbstractTableModel(parent), rows_(stats.collectives), steps_(std::max<int64_t>(1, stats.counted_steps())),
+    : QAbstractTableModel(parent), steps_(std::max<int64_t>(1, stats.counted_steps())),
       bytes_unknown_(collective_bytes_unknown(session)) {
   std::vector<std::string> whole;
-  for (const auto& c : rows_) {
+  for (const auto& c : stats.collectives) {
     whole.push_back(session.name(c.name_id));
     names_ << QString::fromStdString(whole.back());
   }
-  for (const auto& n : sessions::distinct_short_kernel_names(whole)) short_names_ << QString::fromStdString(n);
+  QStringList shorts;
+  for (const auto& n : sessions::distinct_short_kernel_names(whole)) shorts << QString::fromStdString(n);
+  // each collective's split checks on a row of their own under it (tester51 F4)
+  const QStringList wholes = names_;
+  names_.clear();
+  for (size_t i = 0; i < stats.collectives.size(); ++i) {
+    const auto& c = stats.collectives[i];
+    rows_.push_back({c, false});
+    names_ << wholes[static_cast<qsizetype>(i)];
+    short_names_ << shorts[static_cast<qsizetype>(i)];
+    if (c.check_count > 0) {
+      rows_.push_back({c, true});
+      names_ << wholes[static_cast<qsizetype>(i)] + "/split_check: Embedscope's all-gather of the split sizes before "
+                "each all-to-all and reduce-scatter, not run by TorchRec; its count and bytes are not in the row "
+                "above, its time is in that collective's ops";
+      short_names_ << shorts[static_cast<qsizetype>(i)] + "/split_check";
+    }
+  }
 }
 
 int CollectiveTimesModel::rowCount(const QModelIndex& parent) const {
@@ -79,22 +96,33 @@ int CollectiveTimesModel::rowCount(const QModelIndex& parent) const {
 
 QVariant CollectiveTimesModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
-  const auto& c = rows_[static_cast<size_t>(index.row())];
+  const auto& row = rows_[static_cast<size_t>(index.row())];
+  const auto& c = row.c;
   if (role == Qt::ToolTipRole && index.column() == Name) return names_[index.row()];  // whole
   if (role == Qt::TextAlignmentRole) return int((index.column() == Name ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter);
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   switch (index.column()) {
     case Name: return short_names_[index.row()];
     case Count: {
-      const double per_step = static_cast<double>(c.count) / static_cast<double>(steps_);
+      const double per_step = static_cast<double>(row.check ? c.check_count : c.count) / static_cast<double>(steps_);
       return role == Qt::UserRole ? QVariant(per_step) : QString::number(per_step, 'f', 1);
     }
     case Bytes:
     case Received: {
       if (bytes_unknown_ && c.bytes == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
-      const int64_t b = (index.column() == Bytes ? c.bytes_sent : c.bytes_received) / steps_;
+      const int64_t b = (index.column() == Bytes ? (row.check ? c.check_bytes_sent : c.bytes_sent)
+                                                 : (row.check ? c.check_bytes_received : c.bytes_received)) /
+                        steps_;
       return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(b) : QString::fromStdString(sessions::format_bytes(b));
     }
+    case Time:
+    case Exposed:
+    case Waiting:
+      if (row.check) return role == Qt::UserRole ? QVariant() : QVariant(QString("-"));  // in its collective's
+      break;
+    default: return {};
+  }
+  switch (index.column()) {
     case Time: return duration(c.time_ns / steps_, role);
     case Exposed: return duration(c.exposed_ns / steps_, role);
     case Waiting: return duration(c.wait_ns / steps_, role);

@@ -39,6 +39,9 @@ bool collective_bytes_unknown(const sessions::SessionReader& session);
 /// One row per collective name, most exposed first, per measured step and summed over ranks:
 /// name, ops, bytes, time, exposed time (no compute under it on its rank), time waiting for the
 /// last member to join. Names show as distinct_short_kernel_names, whole in the ToolTipRole.
+/// A collective with split checks (CollectiveTimes::check_count > 0) is followed by a row
+/// "NAME/split_check" with the checks' count and bytes (not in NAME's row) and "-" for the
+/// times, which are in NAME's (Qt::UserRole null there; tester51 F4).
 class CollectiveTimesModel : public QAbstractTableModel {
   Q_OBJECT
 
@@ -55,7 +58,11 @@ class CollectiveTimesModel : public QAbstractTableModel {
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
  private:
-  std::vector<sessions::CollectiveTimes> rows_;
+  struct Row {
+    sessions::CollectiveTimes c;
+    bool check = false;  ///< the split-check row under its collective's
+  };
+  std::vector<Row> rows_;
   QStringList names_, short_names_;  // whole (tooltips) and distinct_short_kernel_names (shown)
   int64_t steps_ = 1;
   bool bytes_unknown_ = false;  ///< collective_bytes_unknown: 0 B reads "unknown"

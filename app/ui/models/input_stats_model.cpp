@@ -41,7 +41,7 @@ QVariant InputStatsModel::data(const QModelIndex& index, int role) const {
 QVariant InputStatsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount)
     return QAbstractTableModel::headerData(section, orientation, role);
-  static const char* names[] = {"feature", "table", "rows", "ids/bag", "p99", "max", "distinct", "top 1%", "top 10%",
+  static const char* names[] = {"feature", "table", "rows", "ids/bag", "p99", "max", "distinct (all)", "top 1%", "top 10%",
                                 "out of range"};
   static const char* tips[] = {
       "",
@@ -50,7 +50,8 @@ QVariant InputStatsModel::headerData(int section, Qt::Orientation orientation, i
       "mean ids per bag over every bag counted",
       "nearest-rank 99th percentile of the bag lengths",
       "longest bag",
-      "distinct in-range rows looked up",
+      "distinct in-range rows looked up over all the batches counted, a row once however many steps name it (the "
+      "metric \"rows updated (distinct per step)\" counts each step's distinct rows, summed over the steps)",
       "share of the in-range lookups on the hottest ceil(1% of the table's rows) rows",
       "share of the in-range lookups on the hottest ceil(10% of the table's rows) rows",
       "ids outside [0, rows), before the invalid_ids policy"};

@@ -136,12 +136,21 @@ struct CollectiveTimes {
   /// one holding the op: an imported trace's kernel), i.e. op bytes x sent / (sent + received);
   /// an op without a record counts half its bytes. A ring all-reduce of B bytes on n ranks sends
   /// 2 (n-1)/n B per rank (nccl-tests' bus-bandwidth factor): the message size B at n = 2.
-  /// The figure `stats`, its --json and the Summary print (tester49 F7).
+  /// The figure `stats`, its --json and the Summary print (tester49 F7), less the collective's
+  /// split checks (check_bytes_sent below) where move_split_checks ran (analyze does).
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;  ///< the rest of `bytes`: from their peers, summed over ranks
   int64_t time_ns = 0;
   int64_t exposed_ns = 0;
   int64_t wait_ns = 0;
+  /// The collective's split checks ("<name>/split_check", Embedscope's all-gather of the split
+  /// sizes, not TorchRec's) that ran inside its ops: how many, and their bytes, which
+  /// move_split_checks (split_checks.h) takes out of bytes_sent / bytes_received, so those are
+  /// the collective's own (TorchRec's figure) and `bytes` = bytes sent + received + the checks'.
+  /// The ops' time, exposed and waiting include the checks' (tester51 F4). Last in the struct:
+  /// aggregate initializers of the fields above keep their meaning.
+  int64_t check_count = 0;
+  int64_t check_bytes_sent = 0, check_bytes_received = 0;
 };
 
 /// Adds the CollectiveTimes of one step's ops (every rank) to `out`, keyed by name_id.

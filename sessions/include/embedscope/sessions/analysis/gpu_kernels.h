@@ -28,7 +28,10 @@
 // floor(ts + dur)] whole microseconds (float64 arithmetic) before anything else. On imported
 // sessions (metadata import_origin_ns present) the figures apply the same rounding to the
 // trace's own timestamps, so they equal HTA's to the microsecond; other sessions (Embedscope's
-// runs, imported Nsight exports, whose times are integer ns) use exact ns. GPU events join their
+// runs, imported Nsight exports, whose times are integer ns) use exact ns, unless
+// GpuKernelOptions::whole_us asks for HTA's rounding (what HTA computes on an Embedscope
+// session's `export --format kineto`, which holds the same GPU events: the set-up and warm-up
+// left out of both). GPU events join their
 // launch by correlation id on every imported session.
 
 #include <cstdint>
@@ -41,6 +44,11 @@ namespace embedscope::sessions {
 
 struct GpuKernelOptions {
   bool keep_last_step = false;  ///< HTA's include_last_profiler_step
+  /// Round every event to whole microseconds as HTA does on reading a Kineto trace, on any
+  /// session (imported Kineto traces are always rounded): on an Embedscope session, the figures
+  /// HTA computes on its `export --format kineto` (the same events, ns-exact in the file, rounded
+  /// by HTA's parser: a simulated 5 us kernel loses up to 2 us). tester51 F11.
+  bool whole_us = false;
 };
 
 /// One GPU event, as the figures see it (times already rounded where they are).

@@ -18,7 +18,7 @@ namespace embedscope::sessions {
 /// The last five are the transfers of tables placed in host memory (load_counters schema 11:
 /// cache_hits, cache_misses, rows_fetched, bytes_h2d, bytes_d2h; 0 for tables on the device).
 enum class LoadMetric { ids_looked_up, unique_ids, bytes_in, bytes_out, lookup_time, cache_hits, cache_misses, rows_fetched, bytes_h2d, bytes_d2h };
-/// "ids looked up", "unique rows", "bytes in", "bytes out", "lookup time (ns)", "cache hits",
+/// "ids looked up", "rows updated (distinct per step)", "bytes in", "bytes out", "lookup time (ns)", "cache hits",
 /// "cache misses", "rows fetched (host)", "bytes host to device", "bytes device to host"; "?" otherwise.
 const char* to_string(LoadMetric m);
 
