@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -62,6 +63,7 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
 
   LmRunResult result;
   result.ranks.resize(static_cast<size_t>(p));
+  std::vector<std::map<std::string, uint64_t>> group_sequence(static_cast<size_t>(p));  // per rank: group -> last sequence
   for (int64_t st = 0; st < spec.steps; ++st) {
     if (st > 0 && options.cancel && options.cancel->load()) {  // Ctrl-C / SIGTERM: after the current step
       result.ended = RunEnd::cancelled;
@@ -80,7 +82,6 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
       const StepProgram& prog = sim.programs[ri];
       std::vector<sessions::OpEvent> events;
       size_t k = 0;  // the rank's collectives, in order
-      const auto per_step = static_cast<int64_t>(sim.collective_ns[ri].size());  // the same on every rank
       for (size_t i = 0; i < prog.ops.size(); ++i) {
         const ProgramOp& op = prog.ops[i];
         sessions::OpEvent e;
@@ -100,13 +101,19 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
           ce.start_ns = t0 + sim.collective_ns[ri][k].first;
           ce.end_ns = t0 + sim.collective_ns[ri][k].second;
           ce.bytes = c.bytes_sent() + c.bytes_received();
+          // each group numbers its collectives 1, 2, ... on every member, as the Gloo groups of the
+          // measured run do (its comm span's correlation is the collective's sequence,
+          // threaded/lm_executor.cpp), so the session's collective instances form: waits for
+          // peers, cross-rank critical-path links, bytes sent = received per collective
+          const uint64_t sequence = ++group_sequence[ri][c.group];
+          ce.correlation = sequence;
           events.push_back(ce);
           sessions::CollectiveRecord rec;
           rec.rank = r;
           rec.op = to_string(c.kind);
           rec.name = c.name;
           rec.group = c.group;
-          rec.sequence = static_cast<uint64_t>(st * per_step + static_cast<int64_t>(k));
+          rec.sequence = sequence;
           rec.dtype = c.dtype;
           rec.step = st;
           rec.start_ns = t0 + sim.collective_ns[ri][k].first;
