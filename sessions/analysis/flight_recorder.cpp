@@ -43,7 +43,8 @@ std::string describe(const FlightRecord& e) {
   return fmt::format("{} '{}' (group {}, sequence {})", e.op, e.name, e.group, e.sequence);
 }
 
-std::string rank_list(const std::vector<int32_t>& ranks) {
+// "rank 3" / "ranks 1, 2" (analysis.h rank_list, the public one, writes runs as "0-3")
+std::string ranks_phrase(const std::vector<int32_t>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
 }
 
@@ -292,7 +293,7 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
                   x->rank, describe(*x), static_cast<double>(x->time_completed_ns - x->time_created_ns) / 1e9,
                   s.waiting->timeout_ms, r, r, describe(e),
                   waiting.empty() ? std::string()
-                                  : fmt::format(", which {} wait{} in", rank_list(waiting), waiting.size() == 1 ? "s" : ""));
+                                  : fmt::format(", which {} wait{} in", ranks_phrase(waiting), waiting.size() == 1 ? "s" : ""));
               stalled.push_back(std::move(f));
             }
             continue;
@@ -307,7 +308,7 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
         f.groups = {g.group};
         f.sequences = {seq};
         f.text = fmt::format("rank {} did not reach {}{}; {}", r, describe(e),
-                             waiting.empty() ? std::string() : fmt::format(", which {} wait{} in", rank_list(waiting),
+                             waiting.empty() ? std::string() : fmt::format(", which {} wait{} in", ranks_phrase(waiting),
                                                                           waiting.size() == 1 ? "s" : ""),
                              where);
         not_reached.push_back(std::move(f));
@@ -321,12 +322,12 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
           if (x->state != "completed") waiting.push_back(r);
       if (!waiting.empty()) {
         const std::string where = describe(*it->second.at(waiting.front()));
-        const std::string wait = fmt::format("{} wait{} in {}", rank_list(waiting), waiting.size() == 1 ? "s" : "", where);
+        const std::string wait = fmt::format("{} wait{} in {}", ranks_phrase(waiting), waiting.size() == 1 ? "s" : "", where);
         const std::string not_here =
             elsewhere.empty() ? std::string()
                               : fmt::format("{} {} not in this session (each process wrote its own: merge the ranks' "
                                             "sessions to see where {} stopped)",
-                                            rank_list(elsewhere), elsewhere.size() == 1 ? "is" : "are",
+                                            ranks_phrase(elsewhere), elsewhere.size() == 1 ? "is" : "are",
                                             elsewhere.size() == 1 ? "it" : "they");
         std::vector<int32_t> set_aside;
         for (int32_t r : undumped)
@@ -339,9 +340,9 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
         if (undumped.empty())
           f.text = fmt::format("{}; {}", wait, not_here);
         else
-          f.text = fmt::format("{} left no dump{}; {} for {}{}", rank_list(undumped),
+          f.text = fmt::format("{} left no dump{}; {} for {}{}", ranks_phrase(undumped),
                                set_aside.empty() ? std::string()
-                                                 : fmt::format(" at the failure ({}: {})", rank_list(set_aside),
+                                                 : fmt::format(" at the failure ({}: {})", ranks_phrase(set_aside),
                                                                stale.at(set_aside.front())),
                                wait, undumped.size() == 1 ? "it" : "them", not_here.empty() ? "" : "; " + not_here);
         not_reached.push_back(std::move(f));
