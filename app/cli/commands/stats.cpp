@@ -30,6 +30,7 @@
 #include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/hot_row_replica.h"
 #include "embedscope/engine/workload/json_kind.h"
+#include "embedscope/engine/workload/session_rate.h"  // throughput_of
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"  // format_duration
 #include "embedscope/sessions/store/session.h"
@@ -287,6 +288,18 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
            {"dropped_records", std::strtoll(session.meta("dropped_records", "0").c_str(), nullptr, 10)},
            {"ranks", json::array()},
            {"rebalances", json::array()}};
+    // the throughput in the session's own unit, as the text and `compare --json` give it (tester52
+    // F6: an lm_embedding session's samples_per_s is sequences/s, its text tokens/s): samples/s
+    // for a DLRM run, tokens/s for an lm_embedding one (then also tokens_per_step and
+    // tokens_per_s, as `run --json` names them), null for an imported trace
+    const ss::SessionRate rate = es::throughput_of(session, st);
+    const bool measured = st.steps > 0 && !rate.unit.empty();
+    j["throughput_per_s"] = measured ? json(rate.per_s) : json();
+    j["throughput_unit"] = rate.unit.empty() ? json() : json(rate.unit + "/s");
+    if (rate.unit == "tokens") {
+      j["tokens_per_step"] = step_size(session.meta("workload_json"), st.samples_per_step).first;
+      j["tokens_per_s"] = measured ? json(rate.per_s) : json();
+    }
     if (!st.rank_step_counts.empty()) {  // a killed rank's shorter session (tester49 F14)
       j["imbalance"]["through_step"] = st.common_last_step;
       j["rank_steps"] = json::array();
