@@ -319,7 +319,7 @@ class BlockAllocator final : public DeviceAllocator {
     Block& b = seg.blocks.at(at);
     free_.erase({small, seg.stream, b.size, at});
     if (should_split(small, b.size, size)) {
-      seg.blocks[at + size] = Block{b.size - size, 0, false, {}, true};
+      seg.blocks[at + size] = Block{b.size - size, 0, false, true, {}};
       free_.insert({small, seg.stream, b.size - size, at + size});
       b.size = size;
     }
@@ -344,7 +344,7 @@ class BlockAllocator final : public DeviceAllocator {
     notify(AllocatorEvent::Kind::free, a.address, b.size, b.requested, b.tag);
     allocated_ -= b.size;
     requested_ -= b.requested;
-    b = Block{b.size, 0, false, {}, true};
+    b = Block{b.size, 0, false, true, {}};
     if (config_.kind == AllocatorKind::direct) {
       release(seg.addr);
       return;
@@ -432,8 +432,8 @@ class BlockAllocator final : public DeviceAllocator {
     int64_t size = 0;
     int64_t requested = 0;
     bool allocated = false;
-    std::string tag;
     bool mapped = true;  // expandable: false for pages not mapped (a hole, or the range's unused end)
+    std::string tag;
   };
   struct Segment {
     int64_t addr = 0;
@@ -445,6 +445,7 @@ class BlockAllocator final : public DeviceAllocator {
     char* base = nullptr;        // host memory (nullptr: bookkeeping only)
     int64_t reserved_range = 0;  // the address range mapped (expandable) or the segment's bytes
     std::map<int64_t, Block> blocks;  // covering [addr, addr + size); expandable: mapped and unmapped
+    std::set<int64_t> unmapped;       // expandable: the unmapped blocks' addresses (PyTorch's pool->unmapped)
   };
 
   static bool free_mapped(const Block& b) { return !b.allocated && b.mapped; }
@@ -472,8 +473,17 @@ class BlockAllocator final : public DeviceAllocator {
     };
     auto it = free_.lower_bound({small, stream, size, INT64_MIN});
     if (!same_pool(it)) return -1;
-    if (config_.kind == AllocatorKind::expandable)
-      for (auto next = std::next(it); same_pool(next) && expandable_size(*next) < expandable_size(*it); ++next) it = next;
+    // (a block not followed by unmapped pages counts as its size, which no later block of the
+    // size order undercuts: the walk only starts from one that is)
+    if (config_.kind == AllocatorKind::expandable) {
+      int64_t it_size = expandable_size(*it);
+      for (auto next = std::next(it); it_size > std::get<2>(*it) && same_pool(next); ++next) {
+        const int64_t next_size = expandable_size(*next);
+        if (next_size >= it_size) break;
+        it = next;
+        it_size = next_size;
+      }
+    }
     const int64_t bsize = std::get<2>(*it);
     const int64_t max_split = config_.max_split_size;
     if (max_split > 0 && size < max_split && bsize >= max_split) return -1;             // do not split oversize blocks
@@ -511,7 +521,7 @@ class BlockAllocator final : public DeviceAllocator {
     s.small = small;
     s.stream = stream;
     if (!map(s, seg_size)) return -1;
-    s.blocks[s.addr] = Block{seg_size, 0, false, {}, true};
+    s.blocks[s.addr] = Block{seg_size, 0, false, true, {}};
     free_.insert({small, stream, seg_size, s.addr});
     reserved_ += seg_size;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
@@ -532,9 +542,8 @@ class BlockAllocator final : public DeviceAllocator {
     int64_t at = -1;
     for (auto& [addr, s] : segments_) {
       if (s.small != small || s.stream != stream) continue;
-      for (auto it = s.blocks.begin(); it != s.blocks.end() && at < 0; ++it) {
-        if (it->second.mapped) continue;
-        auto c = it;
+      for (auto u = s.unmapped.begin(); u != s.unmapped.end() && at < 0; ++u) {
+        auto c = s.blocks.find(*u);
         if (c != s.blocks.begin() && free_mapped(std::prev(c)->second)) c = std::prev(c);
         int64_t bytes = 0;  // has_available_address_space
         for (auto k = c; k != s.blocks.end() && bytes < size && !k->second.allocated; ++k) bytes += k->second.size;
@@ -552,7 +561,8 @@ class BlockAllocator final : public DeviceAllocator {
       s.page = expandable_page_size(small);
       if (!map(s, 0)) return -1;
       s.size = s.reserved_range;
-      s.blocks[s.addr] = Block{s.size, 0, false, {}, false};
+      s.blocks[s.addr] = Block{s.size, 0, false, false, {}};
+      s.unmapped.insert(s.addr);
       at = s.addr;
       seg = &segments_.emplace(at, std::move(s)).first->second;
     }
@@ -577,7 +587,11 @@ class BlockAllocator final : public DeviceAllocator {
     const int64_t len = std::min(b.size, (bytes + s.page - 1) / s.page * s.page);
     if (reserved_ + len > config_.capacity_bytes) return -1;
     if (s.base && !source_->commit(s.base, addr - s.addr, addr - s.addr + len)) return -1;
-    if (len < b.size) s.blocks[addr + len] = Block{b.size - len, 0, false, {}, false};
+    if (len < b.size) {
+      s.blocks[addr + len] = Block{b.size - len, 0, false, false, {}};
+      s.unmapped.insert(addr + len);
+    }
+    s.unmapped.erase(addr);
     b.size = len;
     b.mapped = true;
     s.mapped += len;
@@ -620,17 +634,20 @@ class BlockAllocator final : public DeviceAllocator {
       s.blocks.erase(addr);
     }
     if (after > 0) {
-      s.blocks[s.addr + last] = Block{after, 0, false, {}, true};
+      s.blocks[s.addr + last] = Block{after, 0, false, true, {}};
       free_.insert({s.small, s.stream, after, s.addr + last});
     }
-    auto it = s.blocks.emplace(s.addr + first, Block{last - first, 0, false, {}, false}).first;
+    auto it = s.blocks.emplace(s.addr + first, Block{last - first, 0, false, false, {}}).first;
+    s.unmapped.insert(it->first);
     if (auto next = std::next(it); next != s.blocks.end() && !next->second.mapped) {
       it->second.size += next->second.size;
+      s.unmapped.erase(next->first);
       s.blocks.erase(next);
     }
     if (it != s.blocks.begin()) {
       if (auto prev = std::prev(it); !prev->second.mapped) {
         prev->second.size += it->second.size;
+        s.unmapped.erase(it->first);
         s.blocks.erase(it);
       }
     }
