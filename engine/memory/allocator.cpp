@@ -102,7 +102,8 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
     why = fmt::format("pool fragmentation: {} are free, but the cudaMallocAsync pool (reserved {}) could not place {} in "
                       "one piece, even after trimming it (the pool hides its layout)",
                       format_bytes(free_bytes), format_bytes(st.reserved), format_bytes(bytes));
-    advice = "try the expandable allocator (expandable_segments), whose one range per pool maps pages beside freed space instead of stranding it, or "
+    advice = "try the expandable allocator (expandable_segments), whose one range per pool maps pages beside freed "
+             "space instead of stranding it, or "
              "the caching allocator, whose blocks this session can show, or allocating the largest long-lived buffers "
              "first";
   } else {
@@ -156,7 +157,8 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
       why = fmt::format("fragmentation: {} are free, but {}, and {}", format_bytes(free_bytes), largest, unreserved);
       std::vector<std::string> tips;
       if (config_.kind != AllocatorKind::expandable)
-        tips.push_back("the expandable allocator (expandable_segments), whose one range per pool maps pages beside freed space instead of stranding it");
+        tips.push_back("the expandable allocator (expandable_segments), whose one range per pool maps pages beside "
+                       "freed space instead of stranding it");
       if (config_.kind != AllocatorKind::direct && config_.max_split_size == 0)
         tips.push_back("a max_split_size, so that large cached blocks are not split by small requests");
       if (config_.kind == AllocatorKind::direct) tips.push_back("the caching allocator, which reuses freed blocks");
