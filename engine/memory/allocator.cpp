@@ -71,10 +71,12 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
   const int64_t rounded = round_size(bytes);
   const int64_t free_bytes = st.capacity - st.allocated;
   // the smallest reservation that could hold the request: a caching segment, or expandable pages
+  // (2 MiB in the small pool, 20 MiB in the large: expandable_page_size)
   const bool pool = config_.kind == AllocatorKind::cuda_async;  // its layout is hidden: no block sizes
+  const int64_t page = expandable_page_size(rounded <= kSmallSize);
   const int64_t reservation = config_.kind == AllocatorKind::direct || pool ? rounded
                               : config_.kind == AllocatorKind::caching ? segment_size_for(rounded)
-                                                                       : (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+                                                                       : (rounded + page - 1) / page * page;
   const bool too_small = reservation > st.capacity;  // no layout of this device could ever hold it
   const bool fragmentation = free_bytes >= rounded && !too_small;
   std::string holders;
@@ -100,15 +102,17 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
     why = fmt::format("pool fragmentation: {} are free, but the cudaMallocAsync pool (reserved {}) could not place {} in "
                       "one piece, even after trimming it (the pool hides its layout)",
                       format_bytes(free_bytes), format_bytes(st.reserved), format_bytes(bytes));
-    advice = "try the expandable allocator (expandable_segments), whose segments grow into freed space at their end, or "
+    advice = "try the expandable allocator (expandable_segments), whose one range per pool maps pages beside freed "
+             "space instead of stranding it, or "
              "the caching allocator, whose blocks this session can show, or allocating the largest long-lived buffers "
              "first";
   } else {
     // The caching allocator serves requests of at most 1 MiB from its small pool (2 MiB
-    // segments) and larger ones from the large pool; a free block of the other pool does not count.
+    // segments or, expandable, pages) and larger ones from the large pool; a free block of the
+    // other pool does not count.
     int64_t pool_largest = st.largest_free_block;
     const bool small = rounded <= kSmallSize;
-    if (config_.kind == AllocatorKind::caching) {
+    if (config_.kind == AllocatorKind::caching || config_.kind == AllocatorKind::expandable) {
       pool_largest = 0;
       for (const auto& seg : snapshot())
         if (seg.small_pool == small)
@@ -153,7 +157,8 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
       why = fmt::format("fragmentation: {} are free, but {}, and {}", format_bytes(free_bytes), largest, unreserved);
       std::vector<std::string> tips;
       if (config_.kind != AllocatorKind::expandable)
-        tips.push_back("the expandable allocator (expandable_segments), whose segments grow into freed space at their end");
+        tips.push_back("the expandable allocator (expandable_segments), whose one range per pool maps pages beside "
+                       "freed space instead of stranding it");
       if (config_.kind != AllocatorKind::direct && config_.max_split_size == 0)
         tips.push_back("a max_split_size, so that large cached blocks are not split by small requests");
       if (config_.kind == AllocatorKind::direct) tips.push_back("the caching allocator, which reuses freed blocks");
@@ -277,7 +282,9 @@ DeviceOutOfMemory stream_rule_oom(const DeviceOutOfMemory& e, const std::vector<
   return DeviceOutOfMemory(msg, e.fragmentation, e.requested, e.free_bytes, e.largest_free_block);
 }
 
-// One allocator for the three kinds: segments of blocks, a best-fit index of free blocks.
+// One allocator for the three kinds: segments of blocks, a best-fit index of free blocks. The
+// rules are those of PyTorch's DeviceCachingAllocator (c10/cuda/CUDACachingAllocator.cpp); the
+// comments name the function of it each part follows.
 class BlockAllocator final : public DeviceAllocator {
  public:
   explicit BlockAllocator(const AllocatorConfig& c) : DeviceAllocator(c) {}
@@ -290,18 +297,20 @@ class BlockAllocator final : public DeviceAllocator {
     return config_.kind == AllocatorKind::direct ? e : stream_rule_oom(e, snapshot(), stream, small, rounded);
   }
 
+  // PyTorch's malloc: a cached free block (get_free_block), else new memory (alloc_block: a
+  // segment, or expandable pages), else the cache released (release_cached_blocks) and new
+  // memory tried once more, else OOM. (release_available_cached_blocks, which frees only
+  // oversize segments first, is not modelled: release_cached_blocks frees them too.)
   Allocation allocate_on(int64_t bytes, const std::string& tag, int64_t stream) override {
     if (bytes <= 0) throw std::invalid_argument(fmt::format("allocate: {} bytes for {}", bytes, tag));
     const int64_t size = round_size(bytes);
     const bool small = size <= kSmallSize;
-    int64_t at = -1;
-    for (int attempt = 0; attempt < 2 && at < 0; ++attempt) {
-      if (attempt == 1) {  // release cached segments and retry, as PyTorch does before an OOM
-        ++retries_;
-        empty_cache();
-      }
-      at = find_free(small, stream, size);
-      if (at < 0) at = reserve(small, stream, size);
+    int64_t at = find_free(small, stream, size);
+    if (at < 0) at = reserve(small, stream, size);
+    if (at < 0) {
+      ++retries_;
+      empty_cache();
+      at = reserve(small, stream, size);
     }
     if (at < 0) {
       ++ooms_;
@@ -312,7 +321,7 @@ class BlockAllocator final : public DeviceAllocator {
     Block& b = seg.blocks.at(at);
     free_.erase({small, seg.stream, b.size, at});
     if (should_split(small, b.size, size)) {
-      seg.blocks[at + size] = Block{b.size - size, 0, false, {}};
+      seg.blocks[at + size] = Block{b.size - size, 0, false, true, {}};
       free_.insert({small, seg.stream, b.size - size, at + size});
       b.size = size;
     }
@@ -326,6 +335,8 @@ class BlockAllocator final : public DeviceAllocator {
     return Allocation{seg.base ? seg.base + (at - seg.addr) : nullptr, at, b.size, bytes, ++next_id_};
   }
 
+  // PyTorch's free_block: the block merges with its free neighbours (try_merge_blocks: mapped
+  // ones only, an unmapped hole stays apart).
   void free(const Allocation& a) override {
     Segment& seg = segment_of(a.address);
     auto it = seg.blocks.find(a.address);
@@ -335,21 +346,20 @@ class BlockAllocator final : public DeviceAllocator {
     notify(AllocatorEvent::Kind::free, a.address, b.size, b.requested, b.tag);
     allocated_ -= b.size;
     requested_ -= b.requested;
-    b = Block{b.size, 0, false, {}};
+    b = Block{b.size, 0, false, true, {}};
     if (config_.kind == AllocatorKind::direct) {
       release(seg.addr);
       return;
     }
-    // coalesce with free neighbours in the segment
     auto next = std::next(it);
-    if (next != seg.blocks.end() && !next->second.allocated) {
+    if (next != seg.blocks.end() && free_mapped(next->second)) {
       free_.erase({seg.small, seg.stream, next->second.size, next->first});
       it->second.size += next->second.size;
       seg.blocks.erase(next);
     }
     if (it != seg.blocks.begin()) {
       auto prev = std::prev(it);
-      if (!prev->second.allocated) {
+      if (free_mapped(prev->second)) {
         free_.erase({seg.small, seg.stream, prev->second.size, prev->first});
         prev->second.size += it->second.size;
         seg.blocks.erase(it);
@@ -359,13 +369,20 @@ class BlockAllocator final : public DeviceAllocator {
     free_.insert({seg.small, seg.stream, it->second.size, it->first});
   }
 
+  // PyTorch's release_cached_blocks (release_blocks): caching, every segment that is one free
+  // block goes back; expandable, every whole page inside a free block is unmapped (unmap_block),
+  // and a range left with no page mapped goes back (release_expandable_segment).
   void empty_cache() override {
     std::vector<int64_t> empty;
     for (auto& [addr, s] : segments_) {
-      if (s.blocks.size() == 1 && !s.blocks.begin()->second.allocated) {
+      if (config_.kind == AllocatorKind::expandable) {
+        std::vector<int64_t> free_blocks;
+        for (const auto& [baddr, b] : s.blocks)
+          if (free_mapped(b)) free_blocks.push_back(baddr);
+        for (int64_t baddr : free_blocks) unmap_block(s, baddr);
+        if (s.mapped == 0) empty.push_back(addr);
+      } else if (s.blocks.size() == 1 && !s.blocks.begin()->second.allocated) {
         empty.push_back(addr);
-      } else if (config_.kind == AllocatorKind::expandable) {
-        shrink_tail(s);
       }
     }
     for (int64_t addr : empty) release(addr);
@@ -380,22 +397,34 @@ class BlockAllocator final : public DeviceAllocator {
     st.reserved = reserved_;
     st.peak_allocated = peak_allocated_;
     st.peak_reserved = peak_reserved_;
-    st.segments = static_cast<int64_t>(segments_.size());
     st.alloc_retries = retries_;
     st.ooms = ooms_;
-    fragmentation_of(snapshot(), st);
+    const std::vector<SegmentInfo> snap = snapshot();
+    st.segments = static_cast<int64_t>(snap.size());
+    fragmentation_of(snap, st);
     return st;
   }
 
   int64_t allocated_bytes() const override { return allocated_; }
   int64_t reserved_bytes() const override { return reserved_; }
 
+  // Expandable: one segment per run of mapped pages, as PyTorch's snapshot() reports them.
   std::vector<SegmentInfo> snapshot() const override {
     std::vector<SegmentInfo> out;
     for (const auto& [addr, s] : segments_) {
-      SegmentInfo si{addr, s.size, s.small, {}, s.stream};
-      for (const auto& [baddr, b] : s.blocks) si.blocks.push_back({baddr, b.size, b.requested, b.allocated, b.tag});
-      out.push_back(std::move(si));
+      size_t run = SIZE_MAX;  // index in `out` of the run being filled
+      for (const auto& [baddr, b] : s.blocks) {
+        if (!b.mapped) {
+          run = SIZE_MAX;
+          continue;
+        }
+        if (run == SIZE_MAX) {
+          run = out.size();
+          out.push_back(SegmentInfo{baddr, 0, s.small, {}, s.stream});
+        }
+        out[run].size += b.size;
+        out[run].blocks.push_back({baddr, b.size, b.requested, b.allocated, b.tag});
+      }
     }
     return out;
   }
@@ -405,19 +434,25 @@ class BlockAllocator final : public DeviceAllocator {
     int64_t size = 0;
     int64_t requested = 0;
     bool allocated = false;
+    bool mapped = true;  // expandable: false for pages not mapped (a hole, or the range's unused end)
     std::string tag;
   };
   struct Segment {
     int64_t addr = 0;
-    int64_t size = 0;
+    int64_t size = 0;    // caching / direct: the segment; expandable: the whole address range
+    int64_t mapped = 0;  // bytes mapped: what the segment adds to reserved
+    int64_t page = 0;    // expandable: the page mapped at once (expandable_page_size)
     bool small = false;
     int64_t stream = 0;          // the stream whose requests it serves
     char* base = nullptr;        // host memory (nullptr: bookkeeping only)
-    int64_t reserved_range = 0;  // expandable: the mapped address range
-    std::map<int64_t, Block> blocks;
+    int64_t reserved_range = 0;  // the address range mapped (expandable) or the segment's bytes
+    std::map<int64_t, Block> blocks;  // covering [addr, addr + size); expandable: mapped and unmapped
+    std::set<int64_t> unmapped;       // expandable: the unmapped blocks' addresses (PyTorch's pool->unmapped)
   };
 
-  Segment& segment_of(int64_t address) {
+  static bool free_mapped(const Block& b) { return !b.allocated && b.mapped; }
+
+  const Segment& segment_of(int64_t address) const {
     auto it = segments_.upper_bound(address);
     if (it == segments_.begin()) throw std::logic_error(fmt::format("address {:#x} is in no segment", address));
     --it;
@@ -425,39 +460,70 @@ class BlockAllocator final : public DeviceAllocator {
       throw std::logic_error(fmt::format("address {:#x} is in no segment", address));
     return it->second;
   }
-
-  // Best fit in the pool of `stream`, honouring max_split_size as PyTorch's get_free_block does.
-  int64_t find_free(bool small, int64_t stream, int64_t size) const {
-    const int64_t max_split = config_.max_split_size;
-    for (auto it = free_.lower_bound({small, stream, size, INT64_MIN});
-         it != free_.end() && std::get<0>(*it) == small && std::get<1>(*it) == stream; ++it) {
-      const int64_t bsize = std::get<2>(*it);
-      if (max_split > 0 && size < max_split && bsize >= max_split) return -1;  // do not split oversize blocks
-      if (max_split > 0 && size >= max_split && bsize >= size + kLargeBuffer) return -1;  // too much waste
-      return std::get<3>(*it);
-    }
-    return -1;
+  Segment& segment_of(int64_t address) {
+    return const_cast<Segment&>(static_cast<const BlockAllocator*>(this)->segment_of(address));
   }
 
+  // PyTorch's get_free_block: best fit in the pool of `stream`; with expandable segments a block
+  // followed by unmapped pages counts as the size it can expand to, so blocks that cannot grow
+  // are preferred to it; then the max_split_size rules: a request below max_split_size never
+  // takes a block of max_split_size or more, and one of max_split_size or more no block of
+  // size + kLargeBuffer or more. Only the best-fit block is considered (-1 when it is refused).
+  int64_t find_free(bool small, int64_t stream, int64_t size) const {
+    const auto same_pool = [&](auto i) {
+      return i != free_.end() && std::get<0>(*i) == small && std::get<1>(*i) == stream;
+    };
+    auto it = free_.lower_bound({small, stream, size, INT64_MIN});
+    if (!same_pool(it)) return -1;
+    // (a block not followed by unmapped pages counts as its size, which no later block of the
+    // size order undercuts: the walk only starts from one that is)
+    if (config_.kind == AllocatorKind::expandable) {
+      int64_t it_size = expandable_size(*it);
+      for (auto next = std::next(it); it_size > std::get<2>(*it) && same_pool(next); ++next) {
+        const int64_t next_size = expandable_size(*next);
+        if (next_size >= it_size) break;
+        it = next;
+        it_size = next_size;
+      }
+    }
+    const int64_t bsize = std::get<2>(*it);
+    const int64_t max_split = config_.max_split_size;
+    if (max_split > 0 && size < max_split && bsize >= max_split) return -1;             // do not split oversize blocks
+    if (max_split > 0 && size >= max_split && bsize >= size + kLargeBuffer) return -1;  // too much waste
+    return std::get<3>(*it);
+  }
+
+  // get_free_block's expandable_size: the block's size plus the unmapped pages right after it.
+  int64_t expandable_size(const std::tuple<bool, int64_t, int64_t, int64_t>& key) const {
+    const Segment& s = segment_of(std::get<3>(key));
+    const auto next = std::next(s.blocks.find(std::get<3>(key)));
+    return std::get<2>(key) + (next != s.blocks.end() && !next->second.mapped ? next->second.size : 0);
+  }
+
+  // PyTorch's should_split: the small pool and expandable segments split when 512 B or more
+  // remain; the caching allocator's large pool when the request is below max_split_size (the
+  // request decides, not the block) and more than 1 MiB (kSmallSize) remains.
   bool should_split(bool small, int64_t block_size, int64_t size) const {
     if (config_.kind == AllocatorKind::direct) return false;
     const int64_t remaining = block_size - size;
-    if (small) return remaining >= kMinBlockSize;
-    const bool oversize = config_.max_split_size > 0 && block_size >= config_.max_split_size;
-    return !oversize && remaining > kSmallSize;
+    if (small || config_.kind == AllocatorKind::expandable) return remaining >= kMinBlockSize;
+    const bool below_max_split = config_.max_split_size == 0 || size < config_.max_split_size;
+    return below_max_split && remaining > kSmallSize;
   }
 
-  // Reserves capacity for a request; returns the address of a free block that fits, or -1.
+  // PyTorch's alloc_block: reserves capacity for a request; returns the address of a free block
+  // that holds it, or -1.
   int64_t reserve(bool small, int64_t stream, int64_t size) {
     if (config_.kind == AllocatorKind::expandable) return grow(small, stream, size);
     const int64_t seg_size = config_.kind == AllocatorKind::direct ? size : segment_size_for(size);
     if (reserved_ + seg_size > config_.capacity_bytes) return -1;
     Segment s;
     s.size = seg_size;
+    s.mapped = seg_size;
     s.small = small;
     s.stream = stream;
     if (!map(s, seg_size)) return -1;
-    s.blocks[s.addr] = Block{seg_size, 0, false, {}};
+    s.blocks[s.addr] = Block{seg_size, 0, false, true, {}};
     free_.insert({small, stream, seg_size, s.addr});
     reserved_ += seg_size;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
@@ -467,81 +533,152 @@ class BlockAllocator final : public DeviceAllocator {
     return addr;
   }
 
-  // expandable: the pool's one segment (per stream) grows at its end by whole 2 MiB pages.
+  // PyTorch's try_allocate_expandable_block. find_expandable_block: the lowest unmapped range of
+  // the pool and stream (a hole, or the unused end of a range) that, starting at the free block
+  // just before it, has `size` bytes of free or unmapped blocks in a row; a new address range
+  // when none has. Then map_block maps pages there until the free block holds the request.
+  // Returns the free block's address, or -1 when the capacity cannot hold the pages (pages
+  // mapped before the failing one stay mapped, as PyTorch leaves them).
   int64_t grow(bool small, int64_t stream, int64_t size) {
     Segment* seg = nullptr;
-    for (auto& [addr, s] : segments_)
-      if (s.small == small && s.stream == stream) seg = &s;
+    int64_t at = -1;
+    for (auto& [addr, s] : segments_) {
+      if (s.small != small || s.stream != stream) continue;
+      for (auto u = s.unmapped.begin(); u != s.unmapped.end() && at < 0; ++u) {
+        auto c = s.blocks.find(*u);
+        if (c != s.blocks.begin() && free_mapped(std::prev(c)->second)) c = std::prev(c);
+        int64_t bytes = 0;  // has_available_address_space
+        for (auto k = c; k != s.blocks.end() && bytes < size && !k->second.allocated; ++k) bytes += k->second.size;
+        if (bytes >= size) at = c->first;
+      }
+      if (at >= 0) {
+        seg = &s;
+        break;
+      }
+    }
     if (seg == nullptr) {
       Segment s;
       s.small = small;
       s.stream = stream;
+      s.page = expandable_page_size(small);
       if (!map(s, 0)) return -1;
-      const int64_t addr = s.addr;
-      seg = &segments_.emplace(addr, std::move(s)).first->second;
+      s.size = s.reserved_range;
+      s.blocks[s.addr] = Block{s.size, 0, false, false, {}};
+      s.unmapped.insert(s.addr);
+      at = s.addr;
+      seg = &segments_.emplace(at, std::move(s)).first->second;
     }
-    int64_t tail_free = 0, tail_addr = seg->addr + seg->size;
-    if (!seg->blocks.empty() && !seg->blocks.rbegin()->second.allocated) {
-      tail_addr = seg->blocks.rbegin()->first;
-      tail_free = seg->blocks.rbegin()->second.size;
+    Segment& s = *seg;
+    if (!s.blocks.at(at).mapped) at = map_block(s, at, std::min(s.blocks.at(at).size, size));
+    while (at >= 0 && s.blocks.at(at).size < size) {
+      const auto next = std::next(s.blocks.find(at));  // unmapped: a free mapped one would have merged
+      if (next == s.blocks.end() || next->second.mapped || next->second.allocated)
+        throw std::logic_error("expandable segment: no unmapped pages after the candidate block");
+      at = map_block(s, next->first, std::min(size - s.blocks.at(at).size, next->second.size));
     }
-    // A free tail that already holds the request (find_free refused it: a max_split_size
-    // oversize block) is handed out as it is, as PyTorch's try_allocate_expandable_block maps
-    // nothing when its candidate is large enough; it is not split (should_split), so a small
-    // request takes the whole oversize block and the next large one maps new pages: the
-    // reserved growth of max_split_size with expandable_segments (issue 20, defect 5).
-    if (tail_free >= size) return tail_addr;
-    const int64_t grow_by = (size - tail_free + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
-    if (reserved_ + grow_by > config_.capacity_bytes) return -1;
-    if (!commit(*seg, seg->size + grow_by)) return -1;
-    if (tail_free > 0) {
-      free_.erase({small, stream, tail_free, tail_addr});
-      seg->blocks[tail_addr].size += grow_by;
-    } else {
-      seg->blocks[tail_addr] = Block{grow_by, 0, false, {}};
+    if (at < 0 && s.mapped == 0) release(s.addr);  // a new range that got no page
+    return at;
+  }
+
+  // PyTorch's map_block: maps the pages holding [addr, addr + bytes) of the unmapped block at
+  // `addr` (page-aligned, as every unmapped block is), the rest of it staying unmapped, and
+  // merges them with the free blocks beside them. Returns the merged free block's address, or
+  // -1 when the capacity (or the source) cannot hold the pages.
+  int64_t map_block(Segment& s, int64_t addr, int64_t bytes) {
+    Block& b = s.blocks.at(addr);
+    const int64_t len = std::min(b.size, (bytes + s.page - 1) / s.page * s.page);
+    if (reserved_ + len > config_.capacity_bytes) return -1;
+    if (s.base && !source_->commit(s.base, addr - s.addr, addr - s.addr + len)) return -1;
+    if (len < b.size) {
+      s.blocks[addr + len] = Block{b.size - len, 0, false, false, {}};
+      s.unmapped.insert(addr + len);
     }
-    free_.insert({small, stream, seg->blocks[tail_addr].size, tail_addr});
-    notify(AllocatorEvent::Kind::segment_alloc, seg->addr + seg->size, grow_by, 0, {});  // the pages added
-    seg->size += grow_by;
-    reserved_ += grow_by;
+    s.unmapped.erase(addr);
+    b.size = len;
+    b.mapped = true;
+    s.mapped += len;
+    reserved_ += len;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
-    return tail_addr;
-  }
-
-  void shrink_tail(Segment& s) {
-    if (s.blocks.empty() || s.blocks.rbegin()->second.allocated) return;
-    const int64_t tail_addr = s.blocks.rbegin()->first;
-    const int64_t tail = s.blocks.rbegin()->second.size;
-    const int64_t cut = tail / kRoundLarge * kRoundLarge;
-    if (cut == 0) return;
-    free_.erase({s.small, s.stream, tail, tail_addr});
-    if (cut == tail) {
-      s.blocks.erase(tail_addr);
-    } else {
-      s.blocks[tail_addr].size -= cut;
-      free_.insert({s.small, s.stream, tail - cut, tail_addr});
+    notify(AllocatorEvent::Kind::segment_alloc, addr, len, 0, {});  // PyTorch's segment_map
+    auto it = s.blocks.find(addr);
+    if (auto next = std::next(it); next != s.blocks.end() && free_mapped(next->second)) {
+      free_.erase({s.small, s.stream, next->second.size, next->first});
+      it->second.size += next->second.size;
+      s.blocks.erase(next);
     }
-    s.size -= cut;
-    reserved_ -= cut;
-    notify(AllocatorEvent::Kind::segment_free, s.addr + s.size, cut, 0, {});  // the pages returned
-    if (s.base) source_->decommit(s.base, s.size, s.size + cut);
+    if (it != s.blocks.begin()) {
+      if (auto prev = std::prev(it); free_mapped(prev->second)) {
+        free_.erase({s.small, s.stream, prev->second.size, prev->first});
+        prev->second.size += it->second.size;
+        s.blocks.erase(it);
+        it = prev;
+      }
+    }
+    free_.insert({s.small, s.stream, it->second.size, it->first});
+    return it->first;
   }
 
+  // PyTorch's unmap_block (ExpandableSegment::unmap): unmaps the whole pages inside the free
+  // block at `addr`; the bytes before the first and after the last stay free blocks, and the
+  // unmapped pages merge with unmapped neighbours.
+  void unmap_block(Segment& s, int64_t addr) {
+    const int64_t size = s.blocks.at(addr).size;
+    const int64_t off = addr - s.addr;
+    const int64_t first = (off + s.page - 1) / s.page * s.page;  // segmentRight
+    const int64_t last = (off + size) / s.page * s.page;         // segmentLeft
+    if (first >= last) return;
+    free_.erase({s.small, s.stream, size, addr});
+    const int64_t before = first - off, after = off + size - last;
+    if (before > 0) {
+      s.blocks.at(addr).size = before;
+      free_.insert({s.small, s.stream, before, addr});
+    } else {
+      s.blocks.erase(addr);
+    }
+    if (after > 0) {
+      s.blocks[s.addr + last] = Block{after, 0, false, true, {}};
+      free_.insert({s.small, s.stream, after, s.addr + last});
+    }
+    auto it = s.blocks.emplace(s.addr + first, Block{last - first, 0, false, false, {}}).first;
+    s.unmapped.insert(it->first);
+    if (auto next = std::next(it); next != s.blocks.end() && !next->second.mapped) {
+      it->second.size += next->second.size;
+      s.unmapped.erase(next->first);
+      s.blocks.erase(next);
+    }
+    if (it != s.blocks.begin()) {
+      if (auto prev = std::prev(it); !prev->second.mapped) {
+        prev->second.size += it->second.size;
+        s.unmapped.erase(it->first);
+        s.blocks.erase(it);
+      }
+    }
+    s.mapped -= last - first;
+    reserved_ -= last - first;
+    notify(AllocatorEvent::Kind::segment_free, s.addr + first, last - first, 0, {});  // PyTorch's segment_unmap
+    if (s.base) source_->decommit(s.base, first, last);
+  }
+
+  // A segment goes back: caching / direct, its memory (segment_free); expandable, a range with
+  // no page mapped any more (its pages' segment_free came with their unmapping).
   void release(int64_t addr) {
     Segment& s = segments_.at(addr);
     for (const auto& [baddr, b] : s.blocks)
-      if (!b.allocated) free_.erase({s.small, s.stream, b.size, baddr});
-    reserved_ -= s.size;
-    if (s.size > 0) notify(AllocatorEvent::Kind::segment_free, addr, s.size, 0, {});
+      if (free_mapped(b)) free_.erase({s.small, s.stream, b.size, baddr});
+    reserved_ -= s.mapped;
+    if (s.mapped > 0) notify(AllocatorEvent::Kind::segment_free, addr, s.mapped, 0, {});
     unmap(s);
     segments_.erase(addr);
   }
 
-  // Memory of a segment, from the config's SegmentSource. Expandable segments reserve the
-  // whole capacity as an address range and commit pages as they grow.
+  // Memory of a segment, from the config's SegmentSource. An expandable segment reserves an
+  // address range of 1 1/8 of the capacity in whole pages (ExpandableSegment reserves 1 1/8 of
+  // the device's memory, so that holes unmapped earlier leave room at the end) and maps pages
+  // as requests need them.
   bool map(Segment& s, int64_t size) {
     const bool expandable = config_.kind == AllocatorKind::expandable;
-    const int64_t range = expandable ? (config_.capacity_bytes + kRoundLarge - 1) / kRoundLarge * kRoundLarge : size;
+    const int64_t cap = config_.capacity_bytes + config_.capacity_bytes / 8;
+    const int64_t range = expandable ? (cap + s.page - 1) / s.page * s.page : size;
     if (back_memory_) {
       void* p = expandable ? source_->reserve_range(range) : source_->map(range);
       if (p == nullptr) return false;
@@ -555,17 +692,18 @@ class BlockAllocator final : public DeviceAllocator {
     return true;
   }
 
-  bool commit(Segment& s, int64_t new_size) {
-    if (!s.base || new_size == s.size) return true;
-    if (new_size > s.size) return source_->commit(s.base, s.size, new_size);
-    source_->decommit(s.base, new_size, s.size);  // shrinking: give the pages back
-    return true;
-  }
-
   void unmap(Segment& s) {
     if (s.base) {
       if (config_.kind == AllocatorKind::expandable) {
-        if (s.size > 0) source_->decommit(s.base, 0, s.size);
+        int64_t from = -1;  // the start of the run of mapped pages being walked
+        for (auto it = s.blocks.begin(); it != s.blocks.end(); ++it) {
+          if (it->second.mapped && from < 0) from = it->first - s.addr;
+          const auto next = std::next(it);
+          if (from >= 0 && (next == s.blocks.end() || !next->second.mapped)) {
+            source_->decommit(s.base, from, it->first - s.addr + it->second.size);
+            from = -1;
+          }
+        }
         source_->release_range(s.base, s.reserved_range);
       } else {
         source_->unmap(s.base, s.reserved_range);
@@ -580,7 +718,7 @@ class BlockAllocator final : public DeviceAllocator {
 
  private:
   std::map<int64_t, Segment> segments_;
-  std::set<std::tuple<bool, int64_t, int64_t, int64_t>> free_;  // (small pool, stream, size, address)
+  std::set<std::tuple<bool, int64_t, int64_t, int64_t>> free_;  // (small pool, stream, size, address): mapped free blocks
   int64_t allocated_ = 0, requested_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   int64_t retries_ = 0, ooms_ = 0, next_id_ = 0;
   int64_t next_fake_address_ = int64_t{1} << 32;

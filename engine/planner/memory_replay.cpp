@@ -158,11 +158,14 @@ Allocation AllocatorReplay::take(int64_t bytes) {
     large_live_.insert(a.size);
     large_sum_ += a.size;
   }
-  const auto pages = [](int64_t b) { return (b + kRoundLarge - 1) / kRoundLarge * kRoundLarge; };
+  const auto pages = [](int64_t b, int64_t page) { return (b + page - 1) / page * page; };
   const int64_t largest = large_live_.empty() ? 0 : *large_live_.rbegin();
-  min_reserved_caching_ = std::max(min_reserved_caching_,
-                                   std::max(largest > 0 ? segment_size_for(largest) : 0, large_sum_) + pages(small_live_));
-  min_reserved_expandable_ = std::max(min_reserved_expandable_, pages(large_sum_) + pages(small_live_));
+  const int64_t small_pages = pages(small_live_, expandable_page_size(true));  // 2 MiB segments or pages
+  min_reserved_caching_ =
+      std::max(min_reserved_caching_, std::max(largest > 0 ? segment_size_for(largest) : 0, large_sum_) + small_pages);
+  // expandable: the large pool maps 20 MiB pages (PyTorch's kLargeBuffer pages)
+  min_reserved_expandable_ =
+      std::max(min_reserved_expandable_, pages(large_sum_, expandable_page_size(false)) + small_pages);
   return a;
 }
 

@@ -147,7 +147,8 @@ struct ReplayedMemory {
   /// The most any layout of PyTorch's segments must reserve at once, over the replay (bytes):
   /// at each allocation, the large pool's live blocks - caching: at least the segment of the
   /// largest (20 MiB for 1-10 MiB, else 2 MiB multiples) and their sum; expandable: their sum
-  /// in 2 MiB pages - plus the small pool's (blocks <= 1 MiB) in 2 MiB segments.
+  /// in 20 MiB pages (the large pool's page, expandable_page_size) - plus the small pool's
+  /// (blocks <= 1 MiB) in 2 MiB segments or pages.
   int64_t min_reserved_caching = 0;
   int64_t min_reserved_expandable = 0;
   /// the peak bytes the replay's allocator reserved (its segments; capacity unbounded, so no

@@ -336,7 +336,8 @@ std::string shortfall_line(const WorkloadSpec& spec, const DeviceMemoryEstimate&
       spec.memory.allocator == AllocatorKind::caching
           ? "PyTorch's segments: requests of 1-10 MiB share 20 MiB segments, larger ones get their own, rounded up to "
             "2 MiB; "
-      : spec.memory.allocator == AllocatorKind::expandable ? "expandable segments: 2 MiB pages, a pool each; "
+      : spec.memory.allocator == AllocatorKind::expandable
+          ? "expandable segments: pages of 20 MiB for requests above 1 MiB, of 2 MiB for smaller ones, a pool each; "
                                                            : "";
   std::vector<std::string> use;
   if (e.expandable_serves) use.emplace_back("the expandable allocator");
@@ -395,8 +396,8 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
               e.total());
   }
   // The bytes fit, but no layout of the allocator's segments can hold the step: PyTorch's rules
-  // reserve a 20 MiB segment for a request of 1-10 MiB (caching; larger ones round up to 2 MiB,
-  // expandable pages too) and a 2 MiB segment for the small pool, so on such a device every run
+  // reserve a 20 MiB segment for a request of 1-10 MiB (caching; larger ones round up to 2 MiB;
+  // expandable segments map 20 MiB pages for them) and 2 MiB for the small pool, so on such a device every run
   // fails at the same allocation. Fragmentation - free bytes in the wrong places, which depends
   // on the order of the step's buffers - is left to the run, which shows it (its snapshot).
   detail::RankLines segments;  // the least the allocator must reserve, a rank
@@ -410,11 +411,15 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
       // exact bytes where the rounded figures read the same (never "20.0 MiB > 20.0 MiB")
       const bool same = format_bytes(need) == format_bytes(spec.devices.memory_bytes);
       const auto shown = [&](int64_t b) { return same ? fmt::format("{} B", b) : format_bytes(b); };
+      const char* rules = spec.memory.allocator == AllocatorKind::caching
+                              ? "PyTorch's segments: requests of 1-10 MiB are served from 20 MiB segments, larger ones "
+                                "round up to 2 MiB, requests of 1 MiB or less from 2 MiB segments"
+                              : "PyTorch's expandable segments: requests above 1 MiB are served from pages of 20 MiB, "
+                                "requests of 1 MiB or less from pages of 2 MiB";
       segments.add(e.rank, fmt::format("the {} allocator must reserve at least {} at once for the step's buffers "
-                         "(PyTorch's segments: requests of 1-10 MiB are served from 20 MiB segments, larger ones "
-                         "round up to 2 MiB, requests of 1 MiB or less from 2 MiB segments; largest buffer {}) > {}; "
+                         "({}; largest buffer {}) > {}; "
                          "give the devices at least {}, or use the {}direct allocator (it reserves only what is asked for)",
-                         to_string(spec.memory.allocator), shown(need), format_bytes(e.largest_block),
+                         to_string(spec.memory.allocator), shown(need), rules, format_bytes(e.largest_block),
                          shown(spec.devices.memory_bytes), format_bytes(need),
                          other_fits ? fmt::format("{} allocator or the ", to_string(other)) : std::string()),
                 need);

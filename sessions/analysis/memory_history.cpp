@@ -39,6 +39,52 @@ std::map<uint64_t, int64_t>::iterator ending_at(std::map<uint64_t, int64_t>& seg
   return it->first + static_cast<uint64_t>(it->second) == end ? it : segs.end();
 }
 
+// Adds the mapped range [a, a + size) to `segs`, joined with the segment that ends at a and the
+// one that starts at a + size: pages mapped at the end of a run, or into a hole between two runs
+// (PyTorch's map_block; the engine's expandable allocator alike).
+void add_range(std::map<uint64_t, int64_t>& segs, uint64_t a, int64_t size) {
+  uint64_t start = a;
+  int64_t bytes = size;
+  if (auto before = ending_at(segs, a); before != segs.end()) {
+    start = before->first;
+    bytes += before->second;
+  }
+  if (auto after = segs.find(a + static_cast<uint64_t>(size)); after != segs.end()) {
+    bytes += after->second;
+    segs.erase(after);
+  }
+  segs[start] = bytes;
+}
+
+// The segment that holds all of [a, a + size), or segs.end().
+std::map<uint64_t, int64_t>::iterator holding(std::map<uint64_t, int64_t>& segs, uint64_t a, int64_t size) {
+  auto it = segs.upper_bound(a);
+  if (it == segs.begin()) return segs.end();
+  --it;
+  return a + static_cast<uint64_t>(size) <= it->first + static_cast<uint64_t>(it->second) ? it : segs.end();
+}
+
+// Removes the unmapped range [a, a + size) from `segs` (PyTorch's unmap_block): the end of the
+// segment that ends at a + size (at most all of it), else a part of the segment that holds it -
+// its start, or a hole in its middle that splits it in two. Returns the bytes removed (0: no
+// segment has them).
+int64_t cut_range(std::map<uint64_t, int64_t>& segs, uint64_t a, int64_t size) {
+  if (auto it = ending_at(segs, a + static_cast<uint64_t>(size)); it != segs.end()) {
+    const int64_t cut = std::min(it->second, size);
+    if (it->second == cut) segs.erase(it);
+    else it->second -= cut;
+    return cut;
+  }
+  auto it = holding(segs, a, size);
+  if (it == segs.end()) return 0;
+  const uint64_t end = it->first + static_cast<uint64_t>(it->second);
+  const auto head = static_cast<int64_t>(a - it->first);
+  if (head > 0) it->second = head;
+  else segs.erase(it);
+  segs[a + static_cast<uint64_t>(size)] = static_cast<int64_t>(end - a - static_cast<uint64_t>(size));
+  return size;
+}
+
 // A block live while the dump is walked back: its bytes, request and whether its free is pending.
 struct BackBlock {
   int64_t size = 0, requested = 0, stream = 0;
@@ -137,19 +183,12 @@ MemoryHistory MemoryHistory::build(std::vector<MemoryEvent> events, const std::v
           if (segs.count(a)) problem(i, fmt::format("segment {:#x} is still there after it", a));
           else segs[a] = e.size;
           break;
-        case MemoryEntryKind::segment_grow: {  // undo: the segment ends at addr again
-          auto it = ending_at(segs, a + static_cast<uint64_t>(e.size));
-          if (it == segs.end() || it->second < e.size) problem(i, fmt::format("no segment ends at {:#x} after it", a + static_cast<uint64_t>(e.size)));
-          else if (it->second == e.size) segs.erase(it);
-          else it->second -= e.size;
+        case MemoryEntryKind::segment_grow:  // undo: the pages are not mapped before it
+          if (holding(segs, a, e.size) == segs.end())
+            problem(i, fmt::format("no segment holds [{:#x}, {:#x}) after it", a, a + static_cast<uint64_t>(e.size)));
+          else cut_range(segs, a, e.size);
           break;
-        }
-        case MemoryEntryKind::segment_shrink: {
-          auto it = ending_at(segs, a);
-          if (it != segs.end()) it->second += e.size;
-          else segs[a] = e.size;
-          break;
-        }
+        case MemoryEntryKind::segment_shrink: add_range(segs, a, e.size); break;  // undo: mapped before it
         default: break;
       }
     }
@@ -218,12 +257,14 @@ MemoryHistory MemoryHistory::build(std::vector<MemoryEvent> events, const std::v
         if (cur.segments.count(a)) problem(i, fmt::format("segment {:#x} already exists", a));
         break;
       case MemoryEntryKind::segment_free:
-        if (!cur.segments.count(a) && ending_at(cur.segments, a + static_cast<uint64_t>(e.size)) == cur.segments.end())
+        if (!cur.segments.count(a) && ending_at(cur.segments, a + static_cast<uint64_t>(e.size)) == cur.segments.end() &&
+            holding(cur.segments, a, e.size) == cur.segments.end())
           problem(i, fmt::format("no segment {:#x}", a));
         break;
       case MemoryEntryKind::segment_shrink:
-        if (ending_at(cur.segments, a + static_cast<uint64_t>(e.size)) == cur.segments.end())
-          problem(i, fmt::format("no segment ends at {:#x}", a + static_cast<uint64_t>(e.size)));
+        if (ending_at(cur.segments, a + static_cast<uint64_t>(e.size)) == cur.segments.end() &&
+            holding(cur.segments, a, e.size) == cur.segments.end())
+          problem(i, fmt::format("no segment holds [{:#x}, {:#x})", a, a + static_cast<uint64_t>(e.size)));
         break;
       default: break;
     }
@@ -282,31 +323,24 @@ void MemoryHistory::apply(MemoryState& st, int64_t i) const {
       st.segments[a] = e.size;
       st.reserved += e.size;
       break;
-    case MemoryEntryKind::segment_grow: {
-      auto it = ending_at(st.segments, a);
-      if (it != st.segments.end()) it->second += e.size;
-      else st.segments[a] = e.size;
+    case MemoryEntryKind::segment_grow:
+      add_range(st.segments, a, e.size);
       st.reserved += e.size;
       break;
-    }
     case MemoryEntryKind::segment_free: {
+      // a whole segment; the engine's expandable segments return their unmapped pages this way
+      // too (a part of a run of pages: its end, its start or a hole in it)
       auto it = st.segments.find(a);
-      if (it != st.segments.end()) {
+      if (it != st.segments.end() && it->second <= e.size) {
         st.reserved -= it->second;
         st.segments.erase(it);
         break;
       }
-      [[fallthrough]];  // the engine's expandable segments return their tail pages this way
+      [[fallthrough]];
     }
-    case MemoryEntryKind::segment_shrink: {
-      auto it = ending_at(st.segments, a + static_cast<uint64_t>(e.size));
-      if (it == st.segments.end()) break;
-      const int64_t cut = std::min(it->second, e.size);
-      st.reserved -= cut;
-      if (it->second == cut) st.segments.erase(it);
-      else it->second -= cut;
+    case MemoryEntryKind::segment_shrink:
+      st.reserved -= cut_range(st.segments, a, e.size);
       break;
-    }
     default: break;
   }
   st.entry = i;

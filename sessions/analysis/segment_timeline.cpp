@@ -88,8 +88,11 @@ SegmentTimeline segment_timeline(const MemoryHistory& h, int64_t columns) {
     touched.clear();
     if (changes_segments(e.kind)) {
       // the segments this entry can make, grow, shrink or release: the one at its address, the
-      // one ending just below it (grown at its end) and the one holding its last byte (shrunk)
+      // one ending just below it (grown at its end), the one holding its last byte (shrunk) and
+      // the one starting just after it (pages unmapped inside a run split it there; pages mapped
+      // into that hole join the two again: memory_history.h)
       touched.push_back(e.address);
+      if (e.size > 0) touched.push_back(e.address + static_cast<uint64_t>(e.size));
       uint64_t key = 0;
       if (e.address > 0 && containing(st.segments, e.address - 1, &key)) touched.push_back(key);
       if (e.size > 0 && containing(st.segments, e.address + static_cast<uint64_t>(e.size) - 1, &key))

@@ -150,22 +150,27 @@ TEST(Allocator, PinnedBlockCausesFragmentationOom) {
   EXPECT_EQ(a->stats().alloc_retries, 1);
   EXPECT_EQ(a->stats().allocated, 2 * MiB);  // nothing lost
 
-  auto e = make(AllocatorKind::expandable, 48 * MiB);
+  // expandable segments map 20 MiB pages in the large pool (PyTorch's kLargeBuffer pages): the
+  // 40 MiB take two, the pin splits the freed block (2 MiB + 38 MiB free), and the second 40 MiB
+  // request takes the free 38 MiB and one more page at the end: 60 MiB reserved, so a 60 MiB
+  // device holds what the caching allocator cannot on 48 MiB (nor on 60: it needs a new 40 MiB
+  // segment beside the pinned one, 80 MiB)
+  auto e = make(AllocatorKind::expandable, 60 * MiB);
   Allocation ex = e->allocate(40 * MiB, "activations");
   e->free(ex);
   Allocation epin = e->allocate(2 * MiB, "kjt");
-  Allocation y = e->allocate(40 * MiB, "pooled_output");  // the segment grows by 2 MiB
+  Allocation y = e->allocate(40 * MiB, "pooled_output");  // the free 38 MiB and one more 20 MiB page
   EXPECT_EQ(y.address, epin.address + 2 * MiB);
-  EXPECT_EQ(e->stats().reserved, 42 * MiB);
+  EXPECT_EQ(e->stats().reserved, 60 * MiB);
   std::memset(y.ptr, 1, static_cast<size_t>(40 * MiB));  // committed pages are usable
   // advice never repeats a setting already on
   try {
     e->allocate(30 * MiB, "x");
     FAIL();
   } catch (const DeviceOutOfMemory& err) {
-    EXPECT_FALSE(err.fragmentation);  // 4 MiB free < 30 MiB: capacity
+    EXPECT_FALSE(err.fragmentation);  // 60 - 42 = 18 MiB free < 30 MiB: capacity
     EXPECT_EQ(std::string(err.what()).find("expandable allocator (expandable"), std::string::npos) << err.what();
-    EXPECT_NE(std::string(err.what()).find("capacity: only 6.0 MiB of the device are free"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("capacity: only 18.0 MiB of the device are free"), std::string::npos) << err.what();
   }
 }
 
@@ -178,14 +183,13 @@ TEST(Allocator, DirectReleasesOnFreeAndExpandableShrinks) {
   EXPECT_EQ(d->stats().segments, 0);
 
   auto e = make(AllocatorKind::expandable, 64 * MiB);
-  Allocation b = e->allocate(5 * MiB, "x");
-  Allocation c = e->allocate(5 * MiB, "y");
-  // each grows the segment by whole 2 MiB pages (6 MiB); the 1 MiB rest is not split off
-  EXPECT_EQ(e->stats().reserved, 12 * MiB);
-  EXPECT_EQ(c.address, b.address + 6 * MiB);
+  Allocation b = e->allocate(15 * MiB, "x");  // one 20 MiB page; the 5 MiB rest split off
+  Allocation c = e->allocate(20 * MiB, "y");  // the free 5 MiB and one more page: [15, 35 MiB)
+  EXPECT_EQ(e->stats().reserved, 40 * MiB);
+  EXPECT_EQ(c.address, b.address + 15 * MiB);
   e->free(c);
-  e->empty_cache();  // the free tail goes back
-  EXPECT_EQ(e->stats().reserved, 6 * MiB);
+  e->empty_cache();  // free [15, 40 MiB): its whole page [20, 40 MiB) goes back
+  EXPECT_EQ(e->stats().reserved, 20 * MiB);
   e->free(b);
   e->empty_cache();
   EXPECT_EQ(e->stats().reserved, 0);
@@ -209,14 +213,16 @@ TEST(ReplayMemory, SettingsSideBySideOnThePinnedBlockTrace) {
   const std::string path = std::string(EMBEDSCOPE_TEST_DATA) + "/memory/pinned_block.json";
   MemoryTrace t = load_memory_trace(path);
   ASSERT_EQ(t.actions.size(), 6u);
-  EXPECT_EQ(t.capacity_bytes, 48 * MiB);
+  EXPECT_EQ(t.capacity_bytes, 60 * MiB);  // caching needs 80 MiB (a new 40 MiB segment), expandable 60
   ReplayResult caching = replay(t, {AllocatorKind::caching, t.capacity_bytes, 0, false}, path);
   EXPECT_TRUE(caching.oom);
   EXPECT_EQ(caching.oom_action, 3);
   EXPECT_NE(caching.oom_message.find("fragmentation"), std::string::npos);
+  // expandable: 40 MiB in two 20 MiB pages, the 2 MiB pin split off the freed block, then the
+  // free 38 MiB and one more page hold the second 40 MiB (PinnedBlockCausesFragmentationOom)
   ReplayResult expandable = replay(t, {AllocatorKind::expandable, t.capacity_bytes, 0, false}, path);
   EXPECT_FALSE(expandable.oom);
-  EXPECT_EQ(expandable.peak_reserved, 42 * MiB);
+  EXPECT_EQ(expandable.peak_reserved, 60 * MiB);
   EXPECT_EQ(expandable.peak_allocated, 42 * MiB);
   ReplayResult direct = replay(t, {AllocatorKind::direct, t.capacity_bytes, 0, false}, path);
   EXPECT_FALSE(direct.oom);

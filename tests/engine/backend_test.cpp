@@ -208,20 +208,27 @@ TEST(SegmentSource, CachingAndExpandableGetTheirMemoryFromTheSource) {
   EXPECT_EQ(src->log, (std::vector<std::string>{"map 2097152", "unmap 2097152"}));
   src->log.clear();
   {
+    // the large pool's range: 64 MiB + 1/8 = 72 MiB, in 20 MiB pages: 80 MiB reserved as addresses
     auto a = es::DeviceAllocator::create({es::AllocatorKind::expandable, 64 * MiB, 0, true}, src);
-    // grows by 2 pages of 2 MiB, [0, 4 MiB); the 1 MiB rest is not split off (large-pool blocks
-    // split only when more than 1 MiB remains), so x holds all 4 MiB
-    const es::Allocation x = a->allocate(3 * MiB, "weights");
+    const es::Allocation x = a->allocate(3 * MiB, "weights");  // page [0, 20 MiB); 17 MiB left free
     static_cast<char*>(x.ptr)[3 * MiB - 1] = 1;
-    const es::Allocation y = a->allocate(3 * MiB, "weights");  // no free tail: grows by 4 MiB
-    static_cast<char*>(y.ptr)[3 * MiB - 1] = 1;
+    // 40 MiB: the free 17 MiB at 3 MiB and two more pages, [20, 60 MiB); 17 MiB left at 43 MiB
+    const es::Allocation y = a->allocate(40 * MiB, "weights");
+    static_cast<char*>(y.ptr)[40 * MiB - 1] = 1;
+    const es::Allocation z = a->allocate(3 * MiB, "kjt");  // at 43 MiB, from the free 17 MiB
     a->free(y);
-    a->empty_cache();  // the free 4 MiB tail goes back
+    a->empty_cache();  // free [3, 43 MiB): its one whole page [20, 40 MiB) is unmapped, a hole
+    // 20 MiB: the free 17 MiB at 3 MiB and the hole after it hold it; the hole's page is mapped again
+    const es::Allocation w = a->allocate(20 * MiB, "activations");
+    static_cast<char*>(w.ptr)[20 * MiB - 1] = 1;
     a->free(x);
-    a->empty_cache();  // the whole segment goes back
+    a->free(z);
+    a->free(w);
+    a->empty_cache();  // all 60 MiB free: unmapped, and the range goes back
   }
-  EXPECT_EQ(src->log, (std::vector<std::string>{"reserve 67108864", "commit 0 4194304", "commit 4194304 8388608",
-                                                "decommit 4194304 8388608", "decommit 0 4194304", "release 67108864"}));
+  EXPECT_EQ(src->log, (std::vector<std::string>{"reserve 83886080", "commit 0 20971520", "commit 20971520 62914560",
+                                                "decommit 20971520 41943040", "commit 20971520 41943040",
+                                                "decommit 0 62914560", "release 83886080"}));
   EXPECT_THROW(es::DeviceAllocator::create({es::AllocatorKind::cuda_async, 64 * MiB, 0, true}), std::invalid_argument);
 }
 

@@ -68,9 +68,10 @@ json result_json(const es::ReplayResult& r) {
           {"growth_message", r.growth.message}};
 }
 
-// tester43 F20: with max_split_size a small request can be handed a whole block of
-// max_split_size or more, unsplit (expandable segments: the free tail that holds it, as PyTorch's
-// try_allocate_expandable_block), so "peak allocated" counts bytes the program never asked for.
+// tester43 F20: with max_split_size a request of max_split_size or more can be handed a whole
+// cached block up to 20 MiB larger, unsplit (PyTorch's get_free_block and should_split: the
+// caching allocator; expandable segments split every block), so "peak allocated" counts bytes
+// the program never asked for.
 // Said when it exceeds the program's own peak by more than max_split_size; "" otherwise.
 std::string inflated_peak_note(const es::ReplayResult& r) {
   if (r.config.max_split_size <= 0 || r.peak_allocated - r.peak_requested <= r.config.max_split_size) return "";

@@ -100,18 +100,20 @@ class CudaVmmSource final : public SegmentSource {
     CUdeviceptr p = 0;
     vmm_.check(vmm_.address_reserve(&p, static_cast<size_t>(size), static_cast<size_t>(granularity_), 0, 0),
                "cuMemAddressReserve");
-    ranges_.emplace(p, Range{VmmPages(granularity_), {}});
+    ranges_.emplace(p, Range{});
     return reinterpret_cast<void*>(p);
   }
-  bool commit(void* base, int64_t, int64_t to) override {
+  // Maps the pages holding [from, to) that are not mapped yet (the range's end, or a hole an
+  // earlier decommit left, as PyTorch's ExpandableSegment::map), one handle per page.
+  bool commit(void* base, int64_t from, int64_t to) override {
     Range& r = range(base);
-    const auto [first, last] = r.pages.grow_to(to);
-    for (int64_t i = first; i < last; ++i) {
+    std::vector<int64_t> mapped_now;
+    for (int64_t i = from / granularity_; i < (to + granularity_ - 1) / granularity_; ++i) {
+      if (r.handles.count(i)) continue;
       CUmemGenericAllocationHandle h{};
       const CUresult rc = vmm_.create(&h, static_cast<size_t>(granularity_), &prop_, 0);
       if (rc == CUDA_ERROR_OUT_OF_MEMORY) {  // undo the pages of this call, then OOM
-        unmap_pages(base, r, first, i);
-        r.pages.shrink_to(first * granularity_);
+        unmap_pages(base, r, mapped_now);
         return false;
       }
       vmm_.check(rc, "cuMemCreate");
@@ -120,28 +122,35 @@ class CudaVmmSource final : public SegmentSource {
         vmm_.release(h);  // not mapped: the handle would leak
         vmm_.check(mapped, "cuMemMap");
       }
-      r.handles.push_back(h);
+      r.handles[i] = h;
+      mapped_now.push_back(i);
       vmm_.check(vmm_.set_access(addr(base, i), static_cast<size_t>(granularity_), &access_, 1), "cuMemSetAccess");
     }
     return true;
   }
-  void decommit(void* base, int64_t from, int64_t) override {
+  // Unmaps the pages wholly inside [from, to) (ExpandableSegment::unmap): anywhere in the range.
+  void decommit(void* base, int64_t from, int64_t to) override {
     Range& r = range(base);
-    const auto [first, last] = r.pages.shrink_to(from);
-    unmap_pages(base, r, first, last);
+    std::vector<int64_t> pages;
+    for (auto it = r.handles.lower_bound((from + granularity_ - 1) / granularity_);
+         it != r.handles.end() && it->first < to / granularity_; ++it)
+      pages.push_back(it->first);
+    unmap_pages(base, r, pages);
   }
   void release_range(void* base, int64_t bytes) override {
     Range& r = range(base);
-    unmap_pages(base, r, 0, r.pages.pages());
-    vmm_.check(vmm_.address_free(reinterpret_cast<CUdeviceptr>(base), static_cast<size_t>(r.pages.round_up(bytes))),
+    std::vector<int64_t> pages;
+    for (const auto& [i, h] : r.handles) pages.push_back(i);
+    unmap_pages(base, r, pages);
+    vmm_.check(vmm_.address_free(reinterpret_cast<CUdeviceptr>(base),
+                                 static_cast<size_t>(VmmPages(granularity_).round_up(bytes))),
                "cuMemAddressFree");
     ranges_.erase(reinterpret_cast<CUdeviceptr>(base));
   }
 
  private:
   struct Range {
-    VmmPages pages;
-    std::vector<CUmemGenericAllocationHandle> handles;  // one per mapped page, in page order
+    std::map<int64_t, CUmemGenericAllocationHandle> handles;  // page index -> its handle, the mapped pages
   };
   Range& range(void* base) {
     auto it = ranges_.find(reinterpret_cast<CUdeviceptr>(base));
@@ -151,17 +160,17 @@ class CudaVmmSource final : public SegmentSource {
   CUdeviceptr addr(void* base, int64_t page) const {
     return reinterpret_cast<CUdeviceptr>(base) + static_cast<CUdeviceptr>(page * granularity_);
   }
-  // Unmaps and releases pages [first, last) (the last ones of r.handles).
+  // Unmaps and releases `pages` (indices of mapped pages of r).
   // cuMemUnmap does not wait for work still reading the pages (unlike cudaFree; PyTorch's
   // expandable segments synchronize before unmapping too): the device ops of a step are
   // asynchronous (CudaRankDevice), so a block freed to the allocator may still be in use.
-  void unmap_pages(void* base, Range& r, int64_t first, int64_t last) {
-    if (first < last) check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before cuMemUnmap)");
-    for (int64_t i = first; i < last; ++i) {  // page by page, as each was mapped
+  void unmap_pages(void* base, Range& r, const std::vector<int64_t>& pages) {
+    if (!pages.empty()) check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before cuMemUnmap)");
+    for (int64_t i : pages) {  // page by page, as each was mapped
       vmm_.check(vmm_.unmap(addr(base, i), static_cast<size_t>(granularity_)), "cuMemUnmap");
-      vmm_.check(vmm_.release(r.handles[static_cast<size_t>(i)]), "cuMemRelease");
+      vmm_.check(vmm_.release(r.handles.at(i)), "cuMemRelease");
+      r.handles.erase(i);
     }
-    r.handles.resize(static_cast<size_t>(first));
   }
 
   Vmm vmm_;

@@ -208,8 +208,10 @@ TEST(MemoryEstimate, ReducedOptimizerStateHalvesTheStateBytes) {
 // can: one 40,000 x 16 fp32 table (2,560,000 B, between 1 and 10 MiB, so PyTorch's rule serves
 // it from a 20 MiB segment) beside the small pool's 2 MiB segment, on an 8 MiB device. The fit
 // check refuses it under the caching allocator, naming the rank and the least it must reserve,
-// and the allocators that fit (before: "fits", then the run failed at that allocation); the
-// expandable allocator maps 2 MiB pages (4 MiB + 2 MiB) and runs.
+// and the allocators that fit (before: "fits", then the run failed at that allocation). The
+// expandable allocator maps 20 MiB pages for the large pool (PyTorch's kLargeBuffer pages; alloc52,
+// before: 2 MiB pages, 4 MiB + 2 MiB, and it ran on 8 MiB): 20 MiB + the small pool's 2 MiB, so
+// it is refused too and only the direct allocator is named; it runs on 22 MiB.
 TEST(MemoryEstimate, ADeviceNoSegmentLayoutCanHoldIsRefused) {
   nlohmann::json j = {{"name", "one_mid_table"},
                       {"batch_size", 64},
@@ -230,7 +232,7 @@ TEST(MemoryEstimate, ADeviceNoSegmentLayoutCanHoldIsRefused) {
   ASSERT_EQ(est.size(), 1u);
   EXPECT_EQ(est[0].largest_block, 2560000);  // the table's weights, a multiple of 512 already
   EXPECT_EQ(est[0].min_reserved_caching, (20 << 20) + (2 << 20));
-  EXPECT_EQ(est[0].min_reserved_expandable, (4 << 20) + (2 << 20));
+  EXPECT_EQ(est[0].min_reserved_expandable, (20 << 20) + (2 << 20));  // one 20 MiB page + a 2 MiB small page
   EXPECT_EQ(min_reservation(AllocatorKind::direct, est[0]), 0);
   EXPECT_LT(est[0].total(), s.devices.memory_bytes);
   s.memory.allocator = AllocatorKind::caching;
@@ -240,8 +242,8 @@ TEST(MemoryEstimate, ADeviceNoSegmentLayoutCanHoldIsRefused) {
   } catch (const SpecError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("rank 0: the caching allocator must reserve at least 22.0 MiB at once"), std::string::npos) << m;
-    EXPECT_NE(m.find("largest buffer 2.4 MiB) > 8.0 MiB; give the devices at least 22.0 MiB, or use the expandable "
-                     "allocator or the direct allocator"),
+    EXPECT_NE(m.find("largest buffer 2.4 MiB) > 8.0 MiB; give the devices at least 22.0 MiB, or use the direct "
+                     "allocator (it reserves only what is asked for)"),
               std::string::npos) << m;
   }
   s.devices.memory_bytes = (22 << 20) - 1;  // one byte short: exact figures, not "22.0 MiB > 22.0 MiB"
@@ -256,11 +258,23 @@ TEST(MemoryEstimate, ADeviceNoSegmentLayoutCanHoldIsRefused) {
   EXPECT_NO_THROW(check_memory_fits(s, estimate_memory(s, plan)));
   s.devices.memory_bytes = 8 << 20;
   s.memory.allocator = AllocatorKind::expandable;
+  try {
+    check_memory_fits(s, estimate_memory(s, plan));
+    FAIL() << "expected SpecError";
+  } catch (const SpecError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank 0: the expandable allocator must reserve at least 22.0 MiB at once for the step's buffers "
+                     "(PyTorch's expandable segments: requests above 1 MiB are served from pages of 20 MiB, requests "
+                     "of 1 MiB or less from pages of 2 MiB; largest buffer 2.4 MiB) > 8.0 MiB; give the devices at "
+                     "least 22.0 MiB, or use the direct allocator"),
+              std::string::npos) << m;
+  }
+  s.devices.memory_bytes = 22 << 20;
   EXPECT_NO_THROW(check_memory_fits(s, estimate_memory(s, plan)));
   TrainerOptions opt;
   opt.trace = false;
   const RunResult r = run_training(s, plan, opt);
   EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
-  s.devices.memory_bytes = (6 << 20) - 512;  // expandable's 4 + 2 MiB do not fit
+  s.devices.memory_bytes = (22 << 20) - 512;  // expandable's 20 + 2 MiB do not fit
   EXPECT_THROW(check_memory_fits(s, estimate_memory(s, plan)), SpecError);
 }

@@ -8,15 +8,23 @@
 //    rounded up to 512 B; requests <= 1 MiB from a small pool of 2 MiB segments, larger ones
 //    from a large pool (segments of 20 MiB for requests < 10 MiB, else the request rounded up
 //    to 2 MiB); best-fit over cached free blocks; blocks split when the rest is worth keeping
-//    (>= 512 B small, > 1 MiB large) and coalesced with free neighbours when freed; blocks of
-//    max_split_size or more never split and not used for smaller requests; on failure the
-//    cached free segments are released and the request retried before OOM. Segments belong to
+//    (>= 512 B small; large: > 1 MiB and the request below max_split_size, should_split) and
+//    coalesced with free neighbours when freed; a request below max_split_size never takes a
+//    cached block of max_split_size or more, one of max_split_size or more only a block less
+//    than 20 MiB larger (get_free_block); on failure the cached free segments are released and
+//    a new segment tried once more before OOM (release_cached_blocks). Segments belong to
 //    the stream that reserved them and serve only that stream's requests (per-stream free
 //    lists, as PyTorch's BlockPool orders blocks by stream first): a block freed on stream 0
 //    is never handed to a request on stream 1.
-//  - expandable: PyTorch's expandable_segments: one segment per pool and stream that grows in 2 MiB pages
-//    at its end (a reserved address range committed page by page: mmap PROT_NONE + mprotect),
-//    so freed space at the end is reused by larger requests instead of stranding.
+//  - expandable: PyTorch's expandable_segments (ExpandableSegment): one address range per pool
+//    and stream (1 1/8 of the capacity), mapped in pages of 2 MiB (small pool, kSmallBuffer) or
+//    20 MiB (large pool, kLargeBuffer) where a request needs them: the lowest unmapped range that,
+//    with the free block before it, holds the request - a hole or the end (find_expandable_block)
+//    - so freed space is reused by larger requests instead of stranding. Blocks split whenever
+//    512 B or more remain, in both pools (should_split). Releasing the cache unmaps every whole
+//    page inside a free block, anywhere in the range (release_cached_blocks, unmap_block); the
+//    holes are mapped again by later requests. Reserved bytes are the mapped pages; a snapshot
+//    shows each run of mapped pages as a segment, as PyTorch's does.
 //  - direct: one segment per allocation, released on free (what a cache saves you from).
 //  - cuda_async (cuda backend only, cuda_memory.h): cudaMallocAsync from a per-device memory
 //    pool; the pool hides its layout, so a snapshot is one opaque segment per pool.
@@ -38,8 +46,8 @@
 namespace embedscope::engine {
 
 /// Where an allocator's segments live. map / unmap: a whole segment (caching, direct);
-/// reserve_range / commit / decommit / release_range: the one growing segment of each pool of
-/// the expandable allocator (an address range reserved up front, committed at its end).
+/// reserve_range / commit / decommit / release_range: the address range of each pool of the
+/// expandable allocator (reserved up front; pages committed and decommitted anywhere in it).
 /// map and commit return nullptr / false when the memory is not available (the allocator then
 /// declares OOM); other failures throw std::runtime_error naming the call.
 class SegmentSource {
@@ -50,9 +58,11 @@ class SegmentSource {
   virtual void* map(int64_t bytes) = 0;
   virtual void unmap(void* p, int64_t bytes) = 0;
   virtual void* reserve_range(int64_t bytes) = 0;
-  /// Makes [base + from, base + to) usable (from < to, both multiples of 2 MiB).
+  /// Makes [base + from, base + to) usable (from < to, both multiples of 2 MiB); pages outside
+  /// it stay as they are.
   virtual bool commit(void* base, int64_t from, int64_t to) = 0;
-  /// Gives [base + from, base + to) back (from < to).
+  /// Gives [base + from, base + to) back (from < to, both multiples of 2 MiB; anywhere in the
+  /// range: a hole between pages still in use, or its end).
   virtual void decommit(void* base, int64_t from, int64_t to) = 0;
   virtual void release_range(void* base, int64_t bytes) = 0;
 };
@@ -61,9 +71,10 @@ class SegmentSource {
 /// mprotect (madvise(MADV_DONTNEED) on decommit).
 std::shared_ptr<SegmentSource> host_segment_source();
 
-/// Page bookkeeping of a range committed in pages of `granularity` bytes (the CUDA VMM path:
-/// cuMemCreate needs sizes that are multiples of cuMemGetAllocationGranularity's answer).
-/// Pure logic, no device needed.
+/// Page bookkeeping of a range committed from its start in pages of `granularity` bytes
+/// (cuMemCreate needs sizes that are multiples of cuMemGetAllocationGranularity's answer; the
+/// CUDA VMM source rounds its ranges with round_up, and maps pages anywhere in a range, holes
+/// included). Pure logic, no device needed.
 class VmmPages {
  public:
   /// Throws std::invalid_argument for granularity <= 0.
@@ -89,7 +100,10 @@ class VmmPages {
 struct AllocatorConfig {
   AllocatorKind kind = AllocatorKind::caching;
   int64_t capacity_bytes = 0;
-  /// Blocks of this size or more are never split (PyTorch max_split_size_mb); 0 = unlimited.
+  /// PyTorch's max_split_size_mb in bytes; 0 = unlimited. A large-pool block is not split for a
+  /// request of this size or more (should_split), a request below it never takes a cached block
+  /// of this size or more, and one of this size or more takes a cached block only when it is
+  /// less than 20 MiB larger (get_free_block). Expandable segments split whatever the size.
   int64_t max_split_size = 0;
   /// Back segments with memory; false: bookkeeping only (replays of big traces).
   bool back_with_memory = true;
@@ -102,6 +116,9 @@ constexpr int64_t kSmallBuffer = int64_t{2} << 20;       // 2 MiB small-pool seg
 constexpr int64_t kLargeBuffer = int64_t{20} << 20;      // 20 MiB segment for requests < 10 MiB
 constexpr int64_t kMinLargeAlloc = int64_t{10} << 20;
 constexpr int64_t kRoundLarge = int64_t{2} << 20;        // large segments round to 2 MiB
+/// The page of an expandable segment (ExpandableSegment's segment_size, as PyTorch's
+/// find_expandable_block sets it): kSmallBuffer for the small pool, kLargeBuffer for the large.
+constexpr int64_t expandable_page_size(bool small_pool) { return small_pool ? kSmallBuffer : kLargeBuffer; }
 
 /// One live allocation. `address` is the block's address (bytes; a real pointer value).
 struct Allocation {
@@ -120,6 +137,8 @@ struct BlockInfo {
   std::string tag;        ///< the allocation's tag ("" for free blocks)
 };
 
+/// A segment: caching / direct, one reservation; expandable, one run of mapped pages (as
+/// PyTorch's snapshot reports an expandable segment), so an unmapped hole splits a range in two.
 struct SegmentInfo {
   int64_t address = 0;
   int64_t size = 0;
@@ -139,7 +158,7 @@ struct MemoryStats {
   int64_t peak_reserved = 0;
   int64_t free_in_segments = 0;  ///< reserved - allocated
   int64_t largest_free_block = 0;
-  int64_t segments = 0;
+  int64_t segments = 0;          ///< snapshot()'s segments (expandable: runs of mapped pages)
   int64_t alloc_retries = 0;     ///< requests that released cached segments and retried
   int64_t ooms = 0;
   /// 1 - largest free block / free bytes in reserved segments (0: no free bytes).
@@ -194,7 +213,8 @@ class DeviceAllocator {
     return allocate(bytes, tag);
   }
   virtual void free(const Allocation& a) = 0;
-  /// Releases every segment that holds no live block (torch.cuda.empty_cache).
+  /// Releases every segment that holds no live block (torch.cuda.empty_cache); expandable:
+  /// unmaps every whole page inside a free block (PyTorch's release_cached_blocks).
   virtual void empty_cache() = 0;
   /// All figures, including the fragmentation measures (walks every block).
   virtual MemoryStats stats() const = 0;

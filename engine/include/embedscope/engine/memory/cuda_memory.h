@@ -4,7 +4,8 @@
 //  - cuda_malloc_source: segments from cudaMalloc / cudaFree (caching, direct allocators).
 //  - cuda_vmm_source: the expandable allocator's ranges through CUDA virtual memory management
 //    (cuMemAddressReserve, then cuMemCreate + cuMemMap + cuMemSetAccess one page of
-//    cuMemGetAllocationGranularity bytes at a time, cuMemUnmap + cuMemRelease on shrink), as
+//    cuMemGetAllocationGranularity bytes at a time, cuMemUnmap + cuMemRelease when
+//    pages are given back, at the end of the range or as a hole in it), as
 //    PyTorch's expandable_segments. The driver API is reached through
 //    cudaGetDriverEntryPointByVersion, so nothing links libcuda.
 //  - create_cuda_async_allocator: `cuda_async`, cudaMallocFromPoolAsync from a pool of its

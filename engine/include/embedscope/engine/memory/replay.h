@@ -70,8 +70,9 @@ struct ReplayResult {
   int64_t pending_bytes_at_oom = 0;
   int64_t peak_allocated = 0;
   /// The most bytes the program held at once (requested sizes, not freed): below peak_allocated
-  /// by the rounding, and by much more where max_split_size hands a small request a whole
-  /// oversize block (expandable segments, tester43 F20). Up to an OOM, the same for every setting.
+  /// by the rounding, and by more where max_split_size hands a request of max_split_size or more
+  /// a whole cached block up to 20 MiB larger (the caching allocator's get_free_block and
+  /// should_split; tester43 F20). Up to an OOM, the same for every setting.
   int64_t peak_requested = 0;
   int64_t peak_reserved = 0;
   /// External fragmentation (1 - largest free block / free bytes in segments) at peak reserved:

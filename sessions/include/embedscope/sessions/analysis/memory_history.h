@@ -77,8 +77,11 @@ struct MemoryState {
 /// PyTorch's caching allocator serves requests of at most 1 MiB (kSmallSize) from 2 MiB segments
 /// (kSmallBuffer) and larger ones from segments of 20 MiB (requests under 10 MiB) or of at least
 /// 10 MiB (c10/cuda/CUDACachingAllocator.cpp), so a segment of kSmallPoolSegment bytes is taken
-/// as the small pool's and any other as the large pool's. With expandable segments, which grow in
-/// 2 MiB pages, a small pool's segment that grew counts as large: the split is then approximate.
+/// as the small pool's and any other as the large pool's. With expandable segments, which map
+/// pages of 2 MiB (small pool) or 20 MiB (large pool), a small pool's run of pages that grew counts
+/// as large: the split is then approximate. A segment here is a run of mapped pages, as PyTorch's
+/// snapshot shows an expandable segment: pages unmapped in the middle of one split it in two,
+/// pages mapped into such a hole join the runs beside it.
 inline constexpr int64_t kSmallPoolSegment = int64_t{2} << 20;
 /// Requests of at most this many bytes (after rounding to 512 B) come from the small pool.
 inline constexpr int64_t kSmallPoolRequest = int64_t{1} << 20;
