@@ -17,11 +17,11 @@ std::optional<LmWorkloadSpec> lm_workload_of(const sessions::SessionReader& s) {
 }
 
 sessions::SessionRate throughput_of(const sessions::SessionReader& s, const sessions::RunStats& st) {
-  if (s.meta(sessions::meta::kImported) == "1") return {0, ""};
+  if (s.meta(sessions::meta::kImported) == "1") return {0, "", 0};
   if (const auto lm = lm_workload_of(s))
     return {st.step_time_ns.mean > 0 ? static_cast<double>(lm->tokens_per_step()) / (st.step_time_ns.mean * 1e-9) : 0.0,
-            "tokens"};
-  return {st.samples_per_s, "samples"};
+            "tokens", lm->tokens_per_step()};
+  return {st.samples_per_s, "samples", st.samples_per_step};
 }
 
 }  // namespace embedscope::engine

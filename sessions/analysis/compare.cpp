@@ -180,8 +180,9 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
     d.percent = 100 * *d.diff / *a;
     d.text += fmt::format(" ({}{:.1f} %)", *d.diff > 0 ? "+" : "", *d.percent);  // a small -0.00009 keeps its sign
   }
-  if ((f == CompareFigure::StepMean || f == CompareFigure::StepP50 || f == CompareFigure::Throughput) && *d.diff != 0 &&
-      within_noise(base, other)) {
+  const bool like_work = base.rate.per_step == other.rate.per_step || base.rate.per_step == 0 || other.rate.per_step == 0;
+  if ((f == CompareFigure::StepMean || f == CompareFigure::StepP50 || (f == CompareFigure::Throughput && like_work)) &&
+      *d.diff != 0 && within_noise(base, other)) {
     d.within_noise = true;
     d.text += ", within noise";
   }

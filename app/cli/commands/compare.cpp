@@ -40,6 +40,18 @@ std::string compare_label(size_t i) { return i < 26 ? std::string(1, static_cast
 
 // "4 ranks sharing 1 GPU (NVIDIA H200 (cuda:0)), cuda" / "2 ranks, cpu (SIMULATED)", as the
 // Compare view's head says it
+// "    trains 512 tokens a step, A 128 (4.0x): ..." for a session (index > 0) whose steps train
+// other units than the baseline's, whose throughput then differs by the work a step (tester52 F2:
+// row_wise trains 4x vocab_parallel's tokens a step, a batch of 64 8x one of 8); "" otherwise.
+std::string unlike_work_text(const ss::SessionRate& rate, const ss::SessionRate& base, const std::string& base_label,
+                             size_t index) {
+  if (index == 0 || rate.per_step <= 0 || base.per_step <= 0 || rate.per_step == base.per_step || rate.unit != base.unit)
+    return {};
+  return fmt::format("    trains {} {} a step, {} {} ({:.2f}x): its throughput differs by the work a step, not by noise\n",
+                     rate.per_step, rate.unit, base_label, base.per_step,
+                     static_cast<double>(rate.per_step) / static_cast<double>(base.per_step));
+}
+
 std::string ran_on_text(const ss::SessionReader& s, const ss::RunStats& st) {
   const std::string backend = s.meta(ss::meta::kBackend);
   return fmt::format("{} rank{}{}{}{}", st.ranks.size(), st.ranks.size() == 1 ? "" : "s", ss::gpus_text(s.ranks()),
@@ -147,6 +159,9 @@ int cmd_compare(const CompareState& st) {
                                {"counted_steps", s.stats.steps - s.stats.drain_steps},
                                {"all_drain", s.stats.all_drain},
                                {"throughput_unit", s.rate.unit.empty() ? json() : json(s.rate.unit + "/s")},
+                               // the units (samples, tokens) a step trains: throughputs of unlike work
+                               // are not marked within noise (tester52 F2)
+                               {"units_per_step", s.rate.per_step > 0 ? json(s.rate.per_step) : json()},
                                {"figures", figures},
                                {"ranks", ranks}});
     }
@@ -167,7 +182,8 @@ int cmd_compare(const CompareState& st) {
   for (size_t i = 0; i < cs.size(); ++i)
     std::cout << fmt::format("{}{}  {}: {}, {} on {}\n", labels[i], i == 0 ? " (baseline)" : "", names[i],
                              ss::what_it_ran(*readers[i]), cs[i].stats.ended, ran_on_text(*readers[i], cs[i].stats))
-              << (settings[i].empty() ? "" : fmt::format("    differs: {}\n", settings[i]));
+              << (settings[i].empty() ? "" : fmt::format("    differs: {}\n", settings[i]))
+              << unlike_work_text(cs[i].rate, cs[0].rate, labels[0], i);
   // figures that measure different things where GPU streams meet host threads (tester38 #1)
   // a simulated session's figures are the cost model's ops per rank, neither (tester45 F12.2)
   std::vector<std::string> streams, threads, simulated;

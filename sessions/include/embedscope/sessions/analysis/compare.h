@@ -22,6 +22,10 @@ namespace embedscope::sessions {
 struct SessionRate {
   double per_s = 0;
   std::string unit;
+  /// The units a step trains (samples or tokens; 0: not known, e.g. an imported trace). Two
+  /// sessions that train different amounts a step have throughputs that no step-time noise
+  /// explains (tester52 F2).
+  int64_t per_step = 0;
 };
 
 /// One session as Compare sees it: its analysis (analyze), its throughput, and whether it was
@@ -107,7 +111,9 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
 /// (tester41 #4: identical configs differed by -14 % / +19 % on a loaded machine): true when
 /// each session's mean step time lies within the other's [min, max] of measured steps. Both need
 /// a measured step (else false). compare_delta of StepMean, StepP50 and Throughput appends
-/// ", within noise" to a non-zero difference then (CompareDelta::within_noise).
+/// ", within noise" to a non-zero difference then (CompareDelta::within_noise); for Throughput
+/// only when both train the same units a step (SessionRate::per_step equal, or either unknown):
+/// 4x the tokens a step is 4x the throughput whatever the noise of the step times.
 bool within_noise(const ComparedSession& base, const ComparedSession& other);
 /// Warnings about what a comparison sets side by side (tester41 #5 and #14), one line per
 /// session after the first (`labels[0]`, the baseline) that needs one: "B is the same file as A

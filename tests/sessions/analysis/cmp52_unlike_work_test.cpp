@@ -1,0 +1,45 @@
+// tester52 F2: `compare` marked a +331 % throughput "within noise" where the runs train different
+// amounts a step (row_wise 512 tokens a step vs vocab_parallel's 128; a batch of 64 vs 8): the
+// noise rule reads the step times, which say nothing about throughput then. Hand-made sessions.
+#include <gtest/gtest.h>
+
+#include "embedscope/sessions/analysis/compare.h"
+
+namespace {
+namespace ss = embedscope::sessions;
+using ss::CompareFigure;
+
+// 3 measured steps of mean `mean` ms in [lo, hi] ms, training `per_step` tokens a step
+ss::ComparedSession cmp52_session(double mean, int64_t lo, int64_t hi, int64_t per_step) {
+  ss::ComparedSession s;
+  s.stats.steps = 3;
+  s.stats.step_time_ns.count = 3;
+  s.stats.step_time_ns.mean = mean * 1e6;
+  s.stats.step_time_ns.min = lo * 1'000'000;
+  s.stats.step_time_ns.p50 = static_cast<int64_t>(mean) * 1'000'000;
+  s.stats.step_time_ns.p99 = hi * 1'000'000;
+  s.stats.step_time_ns.max = hi * 1'000'000;
+  s.rate = {static_cast<double>(per_step) / (mean * 1e-3), "tokens", per_step};
+  return s;
+}
+}  // namespace
+
+TEST(Cmp52UnlikeWork, ThroughputOfUnlikeWorkIsNeverWithinNoise) {
+  // 100 ms in [90, 130], 110 ms in [80, 120]: the step times are within noise either way
+  const auto vp = cmp52_session(100, 80, 120, 128), rw = cmp52_session(110, 90, 130, 512);
+  ASSERT_TRUE(ss::within_noise(vp, rw));
+  EXPECT_TRUE(ss::compare_delta(vp, rw, CompareFigure::StepMean).within_noise);
+  // 1280 tokens/s vs 512 / 0.110 = 4654.5 tokens/s: +3374.5 (+263.6 %), the work a step's, no noise mark
+  const ss::CompareDelta d = ss::compare_delta(vp, rw, CompareFigure::Throughput);
+  ASSERT_TRUE(d.diff.has_value());
+  EXPECT_NEAR(*d.diff, 512 / 0.110 - 1280, 1e-6);
+  EXPECT_FALSE(d.within_noise);
+  EXPECT_EQ(d.text.find("within noise"), std::string::npos) << d.text;
+  // the same work a step: the throughput's difference is the step times' and stays marked
+  const auto vp2 = cmp52_session(110, 90, 130, 128);
+  EXPECT_TRUE(ss::compare_delta(vp, vp2, CompareFigure::Throughput).within_noise);
+  // a work a step not known (0: a session without it) keeps the step-time rule
+  auto unknown = rw;
+  unknown.rate.per_step = 0;
+  EXPECT_TRUE(ss::compare_delta(vp, unknown, CompareFigure::Throughput).within_noise);
+}
