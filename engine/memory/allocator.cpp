@@ -40,9 +40,9 @@ int64_t segment_size_for(int64_t rounded) {
 
 void fragmentation_of(const std::vector<SegmentInfo>& segments, MemoryStats& out) {
   int64_t free_bytes = 0, largest = 0;
-  double gaps2 = 0, seg2 = 0;
+  double gaps2 = 0, seg_total = 0;
   for (const auto& s : segments) {
-    seg2 += static_cast<double>(s.size) * static_cast<double>(s.size);
+    seg_total += static_cast<double>(s.size);
     for (const auto& b : s.blocks)
       if (!b.allocated) {
         free_bytes += b.size;
@@ -53,7 +53,8 @@ void fragmentation_of(const std::vector<SegmentInfo>& segments, MemoryStats& out
   out.free_in_segments = free_bytes;
   out.largest_free_block = largest;
   out.external_fragmentation = free_bytes > 0 ? 1.0 - static_cast<double>(largest) / static_cast<double>(free_bytes) : 0.0;
-  out.memviz_fragmentation = seg2 > 0 ? gaps2 / seg2 : 0.0;
+  // PyTorch MemoryViz.js calculate_fragmentation: sum of squared free gaps / (sum of segment sizes)^2
+  out.memviz_fragmentation = seg_total > 0 ? gaps2 / (seg_total * seg_total) : 0.0;
 }
 
 std::vector<std::pair<std::string, int64_t>> DeviceAllocator::bytes_by_tag() const {

@@ -428,7 +428,8 @@ RunStats analyze(const SessionReader& session) {
     rs.peak_allocated_bytes = std::max(rs.peak_allocated_bytes, m.peak_allocated);
     rs.peak_reserved_bytes = std::max(rs.peak_reserved_bytes, m.peak_reserved);
     rs.fragmentation = std::max(rs.fragmentation, m.external_fragmentation);
-    rs.memviz_fragmentation = std::max(rs.memviz_fragmentation, m.memviz_fragmentation);
+    if (m.reserved > m.allocated)
+      rs.memviz_fragmentation = std::min(rs.memviz_fragmentation.value_or(m.memviz_fragmentation), m.memviz_fragmentation);
     st.peak_allocated_bytes = std::max(st.peak_allocated_bytes, m.peak_allocated);
     st.peak_reserved_bytes = std::max(st.peak_reserved_bytes, m.peak_reserved);
   }

@@ -365,9 +365,9 @@ MemoryStateFigures MemoryHistory::figures(const MemoryState& st) const {
   f.reserved = st.reserved;
   f.segments = static_cast<int64_t>(st.segments.size());
   f.blocks = static_cast<int64_t>(st.blocks.size());
-  double gaps2 = 0, seg2 = 0;
+  double gaps2 = 0, seg_total = 0;
   for (const auto& [sa, ss] : st.segments) {
-    seg2 += static_cast<double>(ss) * static_cast<double>(ss);
+    seg_total += static_cast<double>(ss);
     const uint64_t end = sa + static_cast<uint64_t>(ss);
     uint64_t at = sa;
     int64_t& pool_largest = ss == kSmallPoolSegment ? f.largest_free_small_pool : f.largest_free_large_pool;
@@ -388,7 +388,9 @@ MemoryStateFigures MemoryHistory::figures(const MemoryState& st) const {
   f.external_fragmentation = f.free_in_segments > 0 ? 1.0 - static_cast<double>(f.largest_free_block) /
                                                                 static_cast<double>(f.free_in_segments)
                                                     : 0.0;
-  f.memviz_fragmentation = seg2 > 0 ? gaps2 / seg2 : 0.0;
+  // PyTorch MemoryViz.js calculate_fragmentation: the gaps between blocks, squared, over the
+  // squared sum of the segments' sizes
+  f.memviz_fragmentation = seg_total > 0 ? gaps2 / (seg_total * seg_total) : 0.0;
   return f;
 }
 

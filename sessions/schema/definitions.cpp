@@ -219,7 +219,7 @@ const RecordTable<MemoryCounter>& memory_counters_table() {
        field<&MemoryCounter::external_fragmentation>("external_fragmentation",
                                                      "1 - largest free block / free bytes in reserved segments"),
        field<&MemoryCounter::memviz_fragmentation>(
-           "memviz_fragmentation", "PyTorch MemoryViz's measure: sum of squared free gaps / sum of squared segment sizes")});
+           "memviz_fragmentation", "PyTorch MemoryViz's measure (MemoryViz.js calculate_fragmentation): sum of squared free gaps / (sum of segment sizes)^2; 1 = the free memory in one piece, toward 0 = scattered (0 with nothing free); sessions written before 2026-12-06 divide by the sum of squared segment sizes")});
   return t;
 }
 
@@ -476,7 +476,7 @@ const RecordTable<MemoryTimelinePoint>& memory_timeline_table() {
        field<&MemoryTimelinePoint::external_fragmentation>("external_fragmentation",
                                                            "1 - largest free block / free bytes in reserved segments"),
        field<&MemoryTimelinePoint::memviz_fragmentation>(
-           "memviz_fragmentation", "PyTorch MemoryViz's measure: sum of squared free gaps / sum of squared segment sizes")});
+           "memviz_fragmentation", "PyTorch MemoryViz's measure (MemoryViz.js calculate_fragmentation): sum of squared free gaps / (sum of segment sizes)^2; 1 = the free memory in one piece, toward 0 = scattered (0 with nothing free); sessions written before 2026-12-06 divide by the sum of squared segment sizes")});
   return t;
 }
 

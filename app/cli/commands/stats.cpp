@@ -342,7 +342,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                             {"lookup_ns", r.lookup_ns}, {"bytes_sent", bytes_or_null(r.bytes_sent)},
                             {"bytes_received", bytes_or_null(r.bytes_received)}, {"by_category_ns", cats},
                             {"peak_allocated_bytes", r.peak_allocated_bytes}, {"peak_reserved_bytes", r.peak_reserved_bytes},
-                            {"fragmentation", r.fragmentation}, {"memviz_fragmentation", r.memviz_fragmentation},
+                            {"fragmentation", r.fragmentation}, {"memviz_fragmentation", r.memviz_fragmentation ? json(*r.memviz_fragmentation) : json()},
                             {"window_ns", r.window_ns}});
       if (st.stream_ranks) j["ranks"].back()["gpu_busy_pct"] = r.gpu_busy_pct;
       if (st.stream_ranks && !imported) {
@@ -570,14 +570,16 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                            : "\nmemory       none recorded (the run ended before its first memory counters)\n");
   } else {
     // each figure says when it was taken (tester41 #7: three unlabelled "fragmentation" figures)
-    std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>23} {:>23}\n", "rank", "peak allocated", "peak reserved",
-                             "frag. worst step end", "memviz worst step end");
+    std::cout << fmt::format("\n{:<5} {:>16} {:>16} {:>23} {:>24}\n", "rank", "peak allocated", "peak reserved",
+                             "frag. worst step end", "memviz lowest step end");
     for (const auto& r : st.ranks)
-      std::cout << fmt::format("{:<5} {:>16} {:>16} {:>22.1f}% {:>23.3f}\n", r.rank, es::format_bytes(r.peak_allocated_bytes),
-                               es::format_bytes(r.peak_reserved_bytes), 100 * r.fragmentation, r.memviz_fragmentation);
-    std::cout << "  frag.: 1 - largest free block / free bytes in the reserved segments, in %; memviz: PyTorch "
-                 "MemoryViz's measure, sum of squared free gaps / sum of squared segment sizes, 0 to 1; each the "
-                 "largest at the end of any step (warm-up included)\n";
+      std::cout << fmt::format("{:<5} {:>16} {:>16} {:>22.1f}% {:>24}\n", r.rank, es::format_bytes(r.peak_allocated_bytes),
+                               es::format_bytes(r.peak_reserved_bytes), 100 * r.fragmentation,
+                               r.memviz_fragmentation ? fmt::format("{:.3f}", *r.memviz_fragmentation) : std::string("-"));
+    std::cout << "  frag.: 1 - largest free block / free bytes in the reserved segments, in %, the largest at the end "
+                 "of any step (warm-up included); memviz: PyTorch MemoryViz's calculate_fragmentation, sum of squared "
+                 "free gaps / (sum of segment sizes)^2, 1 = the free memory in one piece, toward 0 = scattered, the "
+                 "lowest at the end of a step with free memory (-: none had)\n";
   }
   // a GPU run's categories are its streams' (the host threads' spans are in `host` above and the
   // critical path below; tester40 #4: the dense part's host time fell 6x while this rose)

@@ -334,10 +334,10 @@ ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& in
     at_dump.peak_reserved = std::max(at_dump.peak_reserved, at_dump.reserved);
     // fragmentation at the dump, from its inactive blocks (allocator.h's definitions)
     int64_t free_bytes = 0;
-    double gap_sq = 0, seg_sq = 0;
+    double gap_sq = 0, seg_total = 0;
     for (const auto& s : snap.segments) {
       if (s.device != dev) continue;
-      seg_sq += static_cast<double>(s.total_size) * static_cast<double>(s.total_size);
+      seg_total += static_cast<double>(s.total_size);
       for (const auto& b : s.blocks)
         if (b.state == BlockState::inactive) {
           free_bytes += b.size;
@@ -347,7 +347,7 @@ ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& in
     }
     at_dump.external_fragmentation =
         free_bytes > 0 ? 1.0 - static_cast<double>(at_dump.largest_free_block) / static_cast<double>(free_bytes) : 0.0;
-    at_dump.memviz_fragmentation = seg_sq > 0 ? gap_sq / seg_sq : 0.0;
+    at_dump.memviz_fragmentation = seg_total > 0 ? gap_sq / (seg_total * seg_total) : 0.0;  // MemoryViz.js calculate_fragmentation
     for (auto& p : walk.points) p.rank = rank;  // walk_timeline numbers them by device
     w.add_memory_timeline(walk.points);
     w.add_memory(at_dump);

@@ -32,11 +32,10 @@ class Layout {
     gaps_.clear();
     largest_.clear();
     free_ = 0;
-    gap_sq_ = seg_sq_ = 0;
+    gap_sq_ = 0;
     reserved_ = allocated_ = active_ = 0;
     for (const auto& [a, s] : segs) {
       reserved_ += s;
-      seg_sq_ += static_cast<double>(s) * static_cast<double>(s);
       refresh(a);
     }
     for (const auto& [a, b] : blocks) {
@@ -56,7 +55,6 @@ class Layout {
   void add_segment(uint64_t a, int64_t s) {
     segs[a] = s;
     reserved_ += s;
-    seg_sq_ += static_cast<double>(s) * static_cast<double>(s);
     refresh(a);
   }
   void remove_segment(uint64_t a) {
@@ -64,7 +62,6 @@ class Layout {
     forget(a);
     segs.erase(a);
     reserved_ -= s;
-    seg_sq_ -= static_cast<double>(s) * static_cast<double>(s);
   }
   void resize_segment(uint64_t a, int64_t s) {
     const int64_t old = segs.at(a);
@@ -99,7 +96,9 @@ class Layout {
     p.active = active_;
     p.largest_free_block = largest_.empty() ? 0 : *largest_.rbegin();
     p.external_fragmentation = free_ > 0 ? 1.0 - static_cast<double>(p.largest_free_block) / static_cast<double>(free_) : 0.0;
-    p.memviz_fragmentation = seg_sq_ > 0 ? std::max(0.0, gap_sq_) / seg_sq_ : 0.0;
+    // MemoryViz.js calculate_fragmentation: squared free gaps over the squared sum of the segments
+    const double total = static_cast<double>(reserved_);
+    p.memviz_fragmentation = total > 0 ? std::max(0.0, gap_sq_) / (total * total) : 0.0;
     return p;
   }
 
@@ -147,7 +146,7 @@ class Layout {
   std::map<uint64_t, Gaps> gaps_;
   std::multiset<int64_t> largest_;
   int64_t free_ = 0, reserved_ = 0, allocated_ = 0, active_ = 0;
-  double gap_sq_ = 0, seg_sq_ = 0;
+  double gap_sq_ = 0;
 };
 
 // The expandable segment that ends at `addr` (segment_map grows it there), or end().

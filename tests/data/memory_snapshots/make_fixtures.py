@@ -66,7 +66,8 @@ class Emulator:
                 "reserved": sum(s["total_size"] for s in self.segments),
                 "free_in_segments": sum(free), "largest_free_block": max(free, default=0),
                 "external_fragmentation": 1 - max(free) / sum(free) if free else 0.0,
-                "memviz_fragmentation": sum(g * g for g in free) / sum(s["total_size"] ** 2 for s in self.segments)
+                # MemoryViz.js calculate_fragmentation: squared free gaps over the squared sum of the segments
+                "memviz_fragmentation": sum(g * g for g in free) / sum(s["total_size"] for s in self.segments) ** 2
                 if self.segments else 0.0,
                 "held_by_frame": held}
 

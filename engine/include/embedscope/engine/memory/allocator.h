@@ -163,7 +163,9 @@ struct MemoryStats {
   int64_t ooms = 0;
   /// 1 - largest free block / free bytes in reserved segments (0: no free bytes).
   double external_fragmentation = 0;
-  /// PyTorch MemoryViz's measure: sum over free gaps of gap^2 / sum over segments of size^2.
+  /// PyTorch MemoryViz's measure (MemoryViz.js calculate_fragmentation): sum over free gaps of
+  /// gap^2 / (sum over segments of size)^2. 1 = all free memory in one piece filling the segments;
+  /// toward 0 = the free memory scattered in small gaps (also 0 with nothing free): lower is worse.
   double memviz_fragmentation = 0;
 };
 

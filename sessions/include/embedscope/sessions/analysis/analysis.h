@@ -71,7 +71,11 @@ struct RankStats {
   int64_t peak_allocated_bytes = 0;  ///< device memory (memory_counters; 0 in version-1 files)
   int64_t peak_reserved_bytes = 0;
   double fragmentation = 0;          ///< largest external fragmentation at a step end
-  double memviz_fragmentation = 0;   ///< largest MemoryViz fragmentation at a step end
+  /// The lowest MemoryViz measure (MemoryCounter::memviz_fragmentation: 1 = the free memory in
+  /// one piece, lower = scattered, so the lowest is the worst; tester52 F8: the largest was shown as
+  /// the worst) at a step end with free memory in the segments (reserved > allocated; with nothing
+  /// free the measure is 0 though nothing is fragmented); none without such a step end.
+  std::optional<double> memviz_fragmentation;
   /// Sum of the rank's measured step windows (ns): compute, comm and idle are parts of it.
   int64_t window_ns = 0;
   /// A rank with GPU streams of an engine run (RunStats::stream_ranks, not imported): its host

@@ -88,7 +88,7 @@ inline constexpr int64_t kSmallPoolRequest = int64_t{1} << 20;
 
 /// Figures of a state (bytes). Fragmentation as engine/memory/allocator.h MemoryStats:
 /// external = 1 - largest free block / free bytes in segments (0 without free bytes);
-/// memviz = sum of free gaps^2 / sum of segment sizes^2 (PyTorch MemoryViz).
+/// memviz = sum of free gaps^2 / (sum of segment sizes)^2 (PyTorch MemoryViz.js calculate_fragmentation).
 struct MemoryStateFigures {
   int64_t allocated = 0, active = 0, requested = 0, reserved = 0;
   int64_t free_in_segments = 0, largest_free_block = 0, segments = 0, blocks = 0;

@@ -110,7 +110,7 @@ struct MemoryCounter {
   int64_t rounding_loss = 0;
   int64_t segments = 0;
   double external_fragmentation = 0;  ///< 1 - largest free block / free bytes in segments
-  double memviz_fragmentation = 0;    ///< sum of free gaps^2 / sum of segment sizes^2
+  double memviz_fragmentation = 0;    ///< MemoryViz's calculate_fragmentation: sum of free gaps^2 / (sum of segment sizes)^2
 };
 
 /// One allocator action: alloc, free, segment_alloc, segment_free or oom.
@@ -178,7 +178,7 @@ struct MemoryTimelinePoint {
   int64_t active = 0;   ///< allocated + blocks freed but still pending on another stream
   int64_t largest_free_block = 0;
   double external_fragmentation = 0;  ///< 1 - largest free block / free bytes in segments
-  double memviz_fragmentation = 0;    ///< sum of free gaps^2 / sum of segment sizes^2
+  double memviz_fragmentation = 0;    ///< MemoryViz's calculate_fragmentation: sum of free gaps^2 / (sum of segment sizes)^2
 };
 
 /// One shard of the sharding plan a run used (table `shards`, schema 4).
