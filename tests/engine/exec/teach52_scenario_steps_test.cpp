@@ -78,6 +78,19 @@ TEST(Teach52ScenarioSteps, ExposedCommIsPerCountedStepAndTheCountedStepsAreSaid)
   EXPECT_NE(r.out.find("complete        6 "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("exposed/step"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
+  // tester52 F11: compare's per-rank footer says the drain steps are not in the sums
+  const std::string base = runs[0].at("session").get<std::string>(), semi = runs[2].at("session").get<std::string>();
+  r = teach52_cli("compare " + base + " " + semi);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(exposed communication: each session's counted steps summed - a pipeline's drain steps are left "
+                       "out, as in stats; a GPU run's is its streams')\n"),
+            std::string::npos)
+      << r.out;
+  r = teach52_cli("compare " + base + " " + base);  // no drain steps: every measured step
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(exposed communication: all measured steps summed; a GPU run's is its streams')\n"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(Teach52ScenarioSteps, EveryStepADrainStepWarnsAsStatsDoes) {

@@ -3,7 +3,8 @@
 // `stats` says "the recorded program ran out of memory: rank 0 at entry 5 of 6". The Summary
 // now heads it with stats' words (sessions memory_analysis.h recorded_oom_text), and so does the
 // Compare view's header (it said "complete on 1 rank" as the CLI's compare did). Fixtures:
-// data/memory_snapshots: fragmented_oom_p4 (OOM at entry 5 of 6), training_p4 (none).
+// data/memory_snapshots: fragmented_oom_p4 (OOM at entry 5 of 6), training_p4 (none). And F11:
+// embedscope-ui --help lists --screenshot with --scenario.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -77,4 +78,14 @@ TEST(Teach52SummaryOom, TheCompareHeaderSaysTheSame) {
                             "memory: rank 0 at entry 5 of 6; 1 rank"))
       << head.toStdString();
   EXPECT_TRUE(head.contains("cmp_ok.db: imported memory snapshot training_p4.pickle, complete on 2 ranks")) << head.toStdString();
+}
+
+// tester52 F11: embedscope-ui --help did not list --screenshot with --scenario, which the error
+// "--scenario needs a window; add --screenshot FILE.png" asks for.
+TEST(Teach52UiHelp, TheHelpListsTheScenarioScreenshot) {
+  const auto r = embedscope::test_support::run_cli(EMBEDSCOPE_UI, "--help", teach52_ui_dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR] [--screenshot FILE.png]"),
+            std::string::npos)
+      << r.out;
 }
