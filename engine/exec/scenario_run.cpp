@@ -72,12 +72,18 @@ ScenarioFigures scenario_figures(const ScenarioRun& run, const sessions::Session
   f.ended = st.ended;
   f.simulated = st.simulated;
   f.steps = st.steps;
+  f.counted_steps = st.counted_steps();
+  f.pipeline = st.pipeline;
+  f.drain_steps = st.drain_steps;
+  f.all_drain = st.all_drain;
   f.samples_per_step = st.samples_per_step;
   f.tokens_per_sample = run.lm ? run.lm->sequence_length : 0;
   f.step_mean_ns = st.step_time_ns.mean;
   f.step_p50_ns = st.step_time_ns.p50;
   f.samples_per_s = st.samples_per_s;
   f.exposed_comm_ns = st.exposed_comm_ns;
+  if (f.counted_steps > 0)  // per counted step, as stats' "(.. per step)" and compare's row (tester52 F1)
+    f.exposed_comm_per_step_ns = static_cast<double>(f.exposed_comm_ns) / static_cast<double>(f.counted_steps);
   f.overlap_pct = st.overlap_pct;
   f.peak_allocated_bytes = st.peak_allocated_bytes;
   f.peak_reserved_bytes = st.peak_reserved_bytes;

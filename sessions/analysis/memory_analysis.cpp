@@ -138,6 +138,20 @@ std::vector<RankMemoryAnalysis> analyze_memory(const SessionReader& session, siz
   return out;
 }
 
+std::string recorded_oom_text(const SessionReader& session, const std::vector<RankMemoryAnalysis>& memory) {
+  if (session.meta(meta::kImported) != "1") return "";
+  std::string ranks;
+  for (const auto& m : memory)
+    if (!m.ooms.empty())
+      ranks += fmt::format("{}rank {} at entry {} of {}", ranks.empty() ? "" : ", ", m.rank, m.ooms.front().entry, m.entries);
+  return ranks.empty() ? ranks : "the recorded program ran out of memory: " + ranks;
+}
+
+std::string recorded_oom_text(const SessionReader& session) {
+  if (session.meta(meta::kImported) != "1" || session.meta(meta::kImportFormat) != "torch_memory_snapshot") return "";
+  return recorded_oom_text(session, analyze_memory(session));
+}
+
 std::vector<TimelineColumn> active_timeline(const MemoryHistory& h, int64_t columns) {
   std::vector<TimelineColumn> out;
   const int64_t n = h.size();

@@ -17,6 +17,7 @@
 #include "embedscope/sessions/analysis/compare.h"
 #include "embedscope/sessions/analysis/gpu_run.h"
 #include "embedscope/sessions/analysis/gpu_sharing.h"
+#include "embedscope/sessions/analysis/memory_analysis.h"  // recorded_oom_text
 #include "embedscope/sessions/analysis/stats.h"  // drain_steps_text
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"  // format_bytes
@@ -97,12 +98,15 @@ int cmd_compare(const CompareState& st) {
                            (st.files.empty() ? std::string("none") : st.files[0]));
   std::vector<std::unique_ptr<ss::SessionReader>> readers;
   std::vector<ss::ComparedSession> cs;
+  std::vector<std::string> recorded_oom;  // per session: memory_analysis.h recorded_oom_text, "" for most
   for (const auto& f : st.files) {
     readers.push_back(open_for_stats(f));
     const ss::SessionReader& r = *readers.back();
     ss::RunStats stats = ss::analyze(r);
     const ss::SessionRate rate = engine::throughput_of(r, stats);
     cs.push_back({std::move(stats), rate, r.meta(ss::meta::kImported) == "1", ss::hta_overlap_pct(r)});
+    // an imported memory snapshot whose program ran out of memory: how stats says it ended (tester52 F9)
+    recorded_oom.push_back(ss::recorded_oom_text(r));
   }
   const std::vector<std::string> names = ss::distinct_file_names(st.files);
   std::vector<const ss::SessionReader*> reader_ptrs;
@@ -149,6 +153,8 @@ int cmd_compare(const CompareState& st) {
                                {"differing_settings", settings[i]},
                                {"differing_settings_raw", raw_settings[i]},
                                {"ended", s.stats.ended},
+                               // the recorded program's OOM where the import completed (stats' header)
+                               {"recorded_oom", recorded_oom[i].empty() ? json() : json(recorded_oom[i])},
                                {"simulated", s.stats.simulated},
                                {"backend", r.meta(ss::meta::kBackend)},
                                {"stream_ranks", s.stats.stream_ranks},
@@ -180,8 +186,11 @@ int cmd_compare(const CompareState& st) {
     return 0;
   }
   for (size_t i = 0; i < cs.size(); ++i)
-    std::cout << fmt::format("{}{}  {}: {}, {} on {}\n", labels[i], i == 0 ? " (baseline)" : "", names[i],
-                             ss::what_it_ran(*readers[i]), cs[i].stats.ended, ran_on_text(*readers[i], cs[i].stats))
+    std::cout << (recorded_oom[i].empty()
+                      ? fmt::format("{}{}  {}: {}, {} on {}\n", labels[i], i == 0 ? " (baseline)" : "", names[i],
+                                    ss::what_it_ran(*readers[i]), cs[i].stats.ended, ran_on_text(*readers[i], cs[i].stats))
+                      : fmt::format("{}{}  {}: {}, {}; {}\n", labels[i], i == 0 ? " (baseline)" : "", names[i],
+                                    ss::what_it_ran(*readers[i]), recorded_oom[i], ran_on_text(*readers[i], cs[i].stats)))
               << (settings[i].empty() ? "" : fmt::format("    differs: {}\n", settings[i]))
               << unlike_work_text(cs[i].rate, cs[0].rate, labels[0], i);
   // figures that measure different things where GPU streams meet host threads (tester38 #1)
@@ -242,7 +251,11 @@ int cmd_compare(const CompareState& st) {
           s.stats.has_memory ? ss::format_bytes(rk.peak_reserved_bytes) : "-");
     }
   }
-  std::cout << "(exposed communication: all measured steps summed; a GPU run's is its streams')\n";
+  // a pipelined session's drain steps are not in its sums (tester52 F11: "all measured steps")
+  const bool drained = std::any_of(cs.begin(), cs.end(), [](const auto& s) { return s.stats.drain_steps > 0; });
+  std::cout << (drained ? "(exposed communication: each session's counted steps summed - a pipeline's drain steps are "
+                          "left out, as in stats; a GPU run's is its streams')\n"
+                        : "(exposed communication: all measured steps summed; a GPU run's is its streams')\n");
   return 0;
 }
 

@@ -65,6 +65,48 @@ std::string memory_text(const es::WorkloadSpec& spec, const std::vector<es::Devi
   return out;
 }
 
+// This machine's memory as `run` checks it before it starts (tester46 F4: plan said nothing of
+// the 125.2 GiB that run refuses on a 23.5 GiB machine; tester52 F3: nor did `plan --auto` of the
+// plan it chose): said, not refused, since a plan of a large workload is what plan is for. Only
+// for a measured backend (cpu, cuda); a simulated plan is a cluster's.
+struct HostVerdict {
+  bool measured = false;   // the backend runs on this machine
+  es::HostMemory machine;  // /proc/meminfo now
+  std::string refusal;     // run's refusal (exec/host_memory_check.h); "" when it fits
+  int64_t need = 0;        // bytes the ranks keep in this process (host_bytes_of_rank summed)
+};
+
+HostVerdict host_verdict(const es::WorkloadSpec& spec, const std::vector<es::DeviceMemoryEstimate>& est) {
+  HostVerdict v;
+  v.measured = spec.devices.backend != es::Backend::simulated;
+  if (!v.measured) return v;
+  v.machine = es::this_host_memory();
+  v.refusal = es::detail::host_memory_refusal(spec, est, -1, v.machine);
+  for (const auto& e : est) v.need += es::detail::host_bytes_of_rank(spec.devices.backend, e);
+  return v;
+}
+
+// `plan --json`'s "host_memory" key (one key, which plan_from_json ignores: `plan --json` is
+// also a plan file); nothing for a simulated plan.
+void add_host_verdict_json(json& j, const HostVerdict& v) {
+  if (!v.measured) return;
+  json h{{"needed_bytes", v.need},
+         {"fits", v.refusal.empty()},
+         {"machine_memory_bytes", v.machine.total_bytes},
+         {"available_memory_bytes", v.machine.available_bytes}};
+  if (!v.refusal.empty()) h["refusal"] = v.refusal;
+  j["host_memory"] = h;
+}
+
+// The line "this machine fits: ..." / "this machine DOES NOT FIT: ..."; "" for a simulated plan.
+std::string host_verdict_text(const es::WorkloadSpec& spec, const HostVerdict& v) {
+  if (!v.measured) return "";
+  return fmt::format("this machine {}: a {} run's {} ranks keep {} in this process; this machine has {}{}\n",
+                     v.refusal.empty() ? "fits" : "DOES NOT FIT", es::to_string(spec.devices.backend), spec.devices.count,
+                     es::format_bytes(v.need), es::host_memory_text(v.machine),
+                     v.refusal.empty() ? "" : "; `run` refuses it (--simulate PROFILE plans a cluster)");
+}
+
 // `plan --auto`: the planner's search (planner/search.h) and TorchRec's planner statistics of
 // the plan it chose (planner/stats.h). No plan fitting is a SpecError naming the rank and term.
 // `plan --auto --allow-storage`: the tables whose storage the planner changed (planner/
@@ -90,6 +132,8 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
       a.origin, [&] { return es::plan_search_with_storage(written, es::planning_profile(written), options, allowed); });
   const es::WorkloadSpec& spec = sr.spec;  // with the planner's storage changes, if any
   const es::PlanSearchResult& r = sr.search;
+  const auto est = es::estimate_memory(spec, r.plan);
+  const HostVerdict host = host_verdict(spec, est);  // of the chosen plan, as plain plan's (tester52 F3)
   if (as_json) {
     json j = es::to_json(spec, r.plan);
     j["table_storage"] = table_storage_estimate_json(spec, r.plan);
@@ -103,14 +147,17 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
                                    : json{{"proposer", r.runner_up_proposer},
                                           {"critical_path_ns", r.runner_up_critical_path_ns}};
     j["stats"] = es::to_json(r.stats);
-    j["memory"] = memory_json(spec, es::estimate_memory(spec, r.plan));
+    j["memory"] = memory_json(spec, est);
+    j["backend"] = es::to_string(spec.devices.backend);  // what auto became, as plan's
+    j["backend_requested"] = es::to_string(a.requested_backend);
+    add_host_verdict_json(j, host);
     add_storage_json(j, sr);
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return 0;
   }
   std::cout << storage_block_text(sr);
   std::cout << plan_table(spec, r.plan) << "\n" << table_storage_text(spec, r.plan) << "\n" << pipeline_text(spec)
-            << "\n" << memory_text(spec, es::estimate_memory(spec, r.plan)) << "\n";
+            << "\n" << memory_text(spec, est) << host_verdict_text(spec, host) << "\n";
   std::cout << fmt::format("planner search: evaluated {} proposal(s), found {} possible plan(s), ran for {:.2f} s; best: "
                            "{} (critical path {:.3f} ms)",
                            r.proposals, r.feasible, r.seconds, r.proposer, 1e-6 * static_cast<double>(r.stats.critical_path_ns));
@@ -164,14 +211,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
   } catch (const es::SpecError& e) {
     does_not_fit = e.what();
   }
-  // this machine's memory as `run` checks it before it starts (tester46 F4: plan said nothing of
-  // the 125.2 GiB that run refuses on a 23.5 GiB machine); said, not refused: a plan of a large
-  // workload is what plan is for
-  const bool measured = spec.devices.backend != es::Backend::simulated;
-  const es::HostMemory machine = measured ? es::this_host_memory() : es::HostMemory{};
-  const std::string host_refusal = measured ? es::detail::host_memory_refusal(spec, est, -1, machine) : "";
-  int64_t host_need = 0;
-  for (const auto& e : est) host_need += es::detail::host_bytes_of_rank(spec.devices.backend, e);
+  const HostVerdict host = host_verdict(spec, est);  // this machine's memory as `run` checks it
   // cuda: the GPU each rank runs on (load already refused a placement that does not work)
   std::string placement_text;
   json placement_json = json::array();
@@ -202,25 +242,12 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
     }
     j.update(pipeline_json(spec));
     j["memory"] = memory_json(spec, est);
-    if (measured) {  // one key, which plan_from_json ignores: `plan --json` is also a plan file
-      json h{{"needed_bytes", host_need},
-             {"fits", host_refusal.empty()},
-             {"machine_memory_bytes", machine.total_bytes},
-             {"available_memory_bytes", machine.available_bytes}};
-      if (!host_refusal.empty()) h["refusal"] = host_refusal;
-      j["host_memory"] = h;
-    }
+    add_host_verdict_json(j, host);
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << plan_table(spec, plan) << "\n" << table_storage_text(spec, plan) << "\n" << pipeline_text(spec)
               << "\n";
-    std::cout << memory_text(spec, est) << placement_text;
-    if (measured)
-      std::cout << fmt::format("this machine {}: a {} run's {} ranks keep {} in this process; this machine has "
-                               "{}{}\n",
-                               host_refusal.empty() ? "fits" : "DOES NOT FIT", es::to_string(spec.devices.backend),
-                               spec.devices.count, es::format_bytes(host_need), es::host_memory_text(machine),
-                               host_refusal.empty() ? "" : "; `run` refuses it (--simulate PROFILE plans a cluster)");
+    std::cout << memory_text(spec, est) << placement_text << host_verdict_text(spec, host);
   }
   if (!does_not_fit.empty()) {
     fmt::print(stderr, "error: {}\n", does_not_fit);

@@ -22,6 +22,7 @@
 #include "embedscope/engine/workload/scenario.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/analysis/noise.h"
+#include "embedscope/sessions/analysis/stats.h"  // drain_steps_text
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
 #include "interrupt.h"
@@ -78,12 +79,17 @@ json figures_json(const es::ScenarioFigures& f) {
   return {{"ended", f.ended},
           {"simulated", f.simulated},
           {"steps", f.steps},
+          {"counted_steps", f.counted_steps},
+          {"pipeline", f.pipeline},
+          {"drain_steps", f.drain_steps},
+          {"all_drain", f.all_drain},
           {"samples_per_step", f.samples_per_step},
           {"tokens_per_sample", f.tokens_per_sample},
           {"step_time_mean_ns", f.step_mean_ns},
           {"step_time_p50_ns", f.step_p50_ns},
           {"samples_per_s", f.samples_per_s},
-          {"exposed_comm_ns", f.exposed_comm_ns},
+          {"exposed_comm_ns", f.exposed_comm_ns},  // summed over the counted steps
+          {"exposed_comm_per_step_ns", f.exposed_comm_per_step_ns},
           {"overlap_pct", f.overlap_pct},
           {"comm_share", f.comm_share},
           {"embedding_comm_share", f.embedding_comm_share},
@@ -106,6 +112,22 @@ std::optional<sessions::AucDifference> auc_vs_first(const std::vector<ScenarioRo
   return sessions::auc_difference(*a.held_out_auc, *a.held_out_auc_se, *b.held_out_auc, *b.held_out_auc_se);
 }
 
+// The steps column: the measured steps, "C of N" where a pipeline's drain steps are left out of
+// the figures (tester52 F1: "6" read as the steps every figure covered).
+std::string steps_cell(const es::ScenarioFigures& f) {
+  return f.counted_steps != f.steps ? fmt::format("{} of {}", f.counted_steps, f.steps) : std::to_string(f.steps);
+}
+
+// The warning of `stats` (sessions/analysis/stats.h drain_steps_text) for a run every measured
+// step of which drains its pipeline, as "run N (LABEL): warning: ..."; "" otherwise.
+std::string all_drain_warning(size_t i, const es::ScenarioRun& run, const ScenarioRow& row) {
+  if (!row.figures || !row.figures->all_drain) return "";
+  const es::ScenarioFigures& f = *row.figures;
+  std::string text = sessions::drain_steps_text(f.pipeline, f.steps, f.drain_steps, f.all_drain);
+  text.erase(0, text.find_first_not_of(' '));
+  return fmt::format("run {} ({}): {}", i, run.label, text);
+}
+
 // The run's figures, its label last (labels are long: "vocab_parallel + sequence_parallel (...)").
 std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& row,
                      const std::optional<sessions::AucDifference>& vs_first) {
@@ -115,8 +137,9 @@ std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& ro
                                                    : fmt::format("{:.1f}/sample", f.bytes_per_sample);
   const bool measured = f.steps > 0;
   const std::string vs = vs_first ? sessions::auc_difference_cell(*vs_first) : "-";
-  return fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n", i,
-                     f.ended, f.steps, measured ? ms(f.step_mean_ns) : "-", measured ? ms(f.exposed_comm_ns) : "-",
+  return fmt::format("{:<2} {:<9} {:>7} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n", i,
+                     f.ended, steps_cell(f), measured ? ms(f.step_mean_ns) : "-",
+                     measured ? ms(f.exposed_comm_per_step_ns) : "-",
                      100 * f.comm_share, 100 * f.embedding_comm_share, measured ? wire : "-",
                      format_bytes(f.peak_allocated_bytes), format_bytes(f.peak_reserved_bytes),
                      measured ? fmt::format("{:.5f}", f.final_loss) : "-",
@@ -239,6 +262,10 @@ int cmd_scenario(const ScenarioState& s) {
     for (size_t i = 0; i < sc.runs.size(); ++i) {
       json r = {{"index", i}, {"label", sc.runs[i].label}, {"kind", run_kind(sc.runs[i])}, {"session", rows[i].session}};
       if (rows[i].figures) r["figures"] = figures_json(*rows[i].figures);
+      if (std::string w = all_drain_warning(i, sc.runs[i], rows[i]); !w.empty()) {  // tester52 F1
+        w.erase(w.find_last_not_of('\n') + 1);
+        r["warning"] = w.substr(w.find("warning: ") + 9);
+      }
       if (const auto d = auc_vs_first(rows, i))  // tester42 F5: the difference with its noise
         r["held_out_auc_vs_run_0"] = {{"difference", d->diff}, {"se", d->se}, {"within_noise", d->within_noise}};
       if (!rows[i].error.empty()) r["error"] = rows[i].error;
@@ -251,14 +278,17 @@ int cmd_scenario(const ScenarioState& s) {
     return exit_code;
   }
   std::cout << fmt::format("scenario {}: {}\n\n", sc.id, sc.title);
-  std::cout << fmt::format("{:<2} {:<9} {:>5} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n",
-                           "N", "ended", "steps", "step mean", "exposed comm", "comm", "emb", "bytes on the wire",
+  std::cout << fmt::format("{:<2} {:<9} {:>7} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n",
+                           "N", "ended", "steps", "step mean", "exposed/step", "comm", "emb", "bytes on the wire",
                            "peak alloc", "peak resv", "loss", "AUC", "SE", "AUC vs 0", "run (session ID-N.db)");
   for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << row_text(i, sc.runs[i], rows[i], auc_vs_first(rows, i));
-  std::cout << "\nstep mean: the slowest rank's step time; exposed comm: per rank over the run, mean over ranks; comm / "
-               "emb: the share of the ranks' step time in collectives / in the embedding's own (thread-level on CPU "
-               "ranks); bytes on the wire: every rank's bytes sent per sample (per token for lm_embedding); a pipeline's drain "
-               "steps are left out of every figure but peak and loss, as in stats; peak: the "
+  for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << all_drain_warning(i, sc.runs[i], rows[i]);
+  std::cout << "\nsteps: the measured steps, 'C of N' where a pipeline's last drain steps are left out of every figure "
+               "but peak and loss, as in stats (C counted); step mean: the slowest rank's step time; exposed/step: "
+               "exposed communication per rank and counted step, mean over ranks (as compare and stats give it per "
+               "step); comm / emb: the share of the ranks' step time in collectives / in the embedding's own "
+               "(thread-level on CPU ranks); bytes on the wire: every rank's bytes sent per sample (per token for "
+               "lm_embedding); peak: the "
                "largest rank's allocated / reserved device memory; loss: the last measured step's; AUC: the trained model's "
                "ROC AUC on held-out generated batches (run --held-out-batches; '-' where a run was not evaluated); SE: its "
                "standard error from the held-out set's positives and negatives (Hanley & McNeil 1982); AUC vs 0: the "

@@ -438,13 +438,10 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                           : std::string();
   // an imported memory snapshot: "complete" is the import's; where the recorded program ran out
   // of memory, that is how it ended (tester42 F25)
-  std::string ended = ss::ended_text(st), oom_ranks;
-  for (const auto& m : memory)
-    if (!m.ooms.empty())
-      oom_ranks += fmt::format("{}rank {} at entry {} of {}", oom_ranks.empty() ? "" : ", ", m.rank, m.ooms.front().entry,
-                               m.entries);
-  const bool recorded_oom = imported && !oom_ranks.empty();
-  if (recorded_oom) ended = "the recorded program ran out of memory: " + oom_ranks;
+  std::string ended = ss::ended_text(st);
+  const std::string recorded_oom_text = ss::recorded_oom_text(session, memory);  // compare and the Summary too
+  const bool recorded_oom = imported && !recorded_oom_text.empty();
+  if (recorded_oom) ended = recorded_oom_text;
   std::cout << fmt::format("session      {} ({}{})\n", file, ended, kind.empty() ? "" : (recorded_oom ? "; " : ", ") + kind);
   if (imported) {
     std::cout << fmt::format("imported     {}; {}\n", session.meta("import_producer"),

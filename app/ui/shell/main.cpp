@@ -8,7 +8,8 @@
 //        embedscope-ui --compare A.db B.db [...]            a comparison tab (traces imported first)
 //        embedscope-ui --compare A.db B.db [...] --report -o DIR   every page of the comparison
 //                                                            (Figures, Timelines, Memory) to DIR
-//        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]   a teaching scenario
+//        embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR] [--screenshot FILE.png]
+//                                                            a teaching scenario (its tab rendered)
 //        embedscope-ui WORKLOAD.json [--screenshot FILE.png]   the workload in a designer tab
 // --screenshot and --report work without a display (QT_QPA_PLATFORM=offscreen). Where no window
 // can be seen (no DISPLAY, no WAYLAND_DISPLAY and QT_QPA_PLATFORM unset, or QT_QPA_PLATFORM
@@ -432,8 +433,9 @@ int main(int argc, char** argv) {
                   "       embedscope-ui --compare A.db B.db [...]       compare sessions side by side (a trace or memory\n"
                   "                                                      snapshot given is imported first)\n"
                   "       embedscope-ui --compare A.db B.db --report -o DIR   every compare page as PNG + index.html\n"
-                  "       embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR]\n"
-                  "                                                     a teaching scenario (sessions DIR/ID-0.db, ...)\n"
+                  "       embedscope-ui --scenario ID|FILE.json [--scenario-sessions DIR] [--screenshot FILE.png]\n"
+                  "                                                     a teaching scenario (sessions DIR/ID-0.db, ...);\n"
+                  "                                                     --screenshot renders its tab (no display needed)\n"
                   "       embedscope-ui WORKLOAD.json [--screenshot FILE.png]   the workload in a designer\n"
                   "(--screenshot and --report need no display; without any display,\n"
                   " embedscope-ui SESSION.db [-o DIR] writes the report to SESSION-report/ or DIR)\n");

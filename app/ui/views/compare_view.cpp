@@ -27,6 +27,7 @@
 #include "embedscope/sessions/analysis/compare.h"  // what_it_ran
 #include "embedscope/sessions/analysis/gpu_run.h"  // gpu_run_text: the GPU busy / host / GPU trace lines
 #include "embedscope/sessions/analysis/gpu_sharing.h"
+#include "embedscope/sessions/analysis/memory_analysis.h"  // recorded_oom_text
 #include "embedscope/sessions/analysis/stats.h"  // drain_steps_text
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // duration_unit
@@ -77,6 +78,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
     std::vector<SessionThroughput> rates;
     std::vector<std::string> gpu_lines;
     std::vector<std::optional<double>> hta;  // HTA's comm/comp overlap of an imported trace (tester48 F13)
+    std::vector<std::string> recorded_oom;   // a snapshot's recorded OOM, as stats heads it (tester52 F9)
   };
   job_->start<Figures>(
       [paths] {
@@ -87,6 +89,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
           f.rates.push_back(throughput_of(reader, f.stats.back()));
           f.gpu_lines.push_back(sessions::gpu_run_text(reader, f.stats.back()));
           f.hta.push_back(sessions::hta_overlap_pct(reader));
+          f.recorded_oom.push_back(sessions::recorded_oom_text(reader));
         }
         return f;
       },
@@ -95,6 +98,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
         status_ = nullptr;
         gpu_lines_ = std::move(f.gpu_lines);
         hta_ = std::move(f.hta);
+        recorded_oom_ = std::move(f.recorded_oom);
         show_figures(std::move(f.stats), std::move(f.rates));
       },
       [this](const QString& error) { status_->setText(error); });
@@ -146,11 +150,16 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   const std::vector<std::string> raw_settings = sessions::differing_settings(readers, 6, true);
   QString head;
   for (size_t i = 0; i < sessions.size(); ++i)
-    head += QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6, %7%8%9<br>")
+    head += QString(i < recorded_oom_.size() && !recorded_oom_[i].empty()
+                        ? "<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5; %6, %7%8%9<br>"
+                        : "<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6, %7%8%9<br>")
                 .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
                      names[static_cast<qsizetype>(i)].toHtmlEscaped(),
                      QString::fromStdString(sessions::what_it_ran(*sessions[i].session)).toHtmlEscaped(),
-                     QString::fromStdString(stats[i].ended))
+                     // an imported snapshot's recorded OOM, as `compare` and stats say it (tester52 F9)
+                     QString::fromStdString(i < recorded_oom_.size() && !recorded_oom_[i].empty() ? recorded_oom_[i]
+                                                                                                 : stats[i].ended)
+                         .toHtmlEscaped())
                 // which ranks shared which GPU, as `stats` says it (tester38 #11: "4 cuda ranks" read as 4 GPUs)
                 .arg((stats[i].ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(stats[i].ranks.size())) +
                      QString::fromStdString(sessions::gpus_text(sessions[i].session->ranks())).toHtmlEscaped())

@@ -66,6 +66,9 @@ struct SummaryFigures {
   /// are then those the Memory page and `stats` give at peak allocated, where every rank has a
   /// history, else the dump's (tester37 #14: the dump's 30.5 % sat unlabelled beside two peaks)
   QString fragmentation_label;
+  /// An imported memory snapshot whose program ran out of memory: how it ended, as `stats` heads
+  /// it (sessions::recorded_oom_text; tester52 F9: the Summary said "complete"); "" otherwise
+  std::string recorded_oom;
   /// A GPU run's GPU busy, host and GPU trace lines (sessions::gpu_run_text, as `stats` prints
   /// them; ux41 #6); "" for a cpu run
   std::string gpu_lines;
@@ -282,7 +285,8 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                            .arg(st.ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(st.ranks.size()))
                            .arg(QString::fromStdString(s.meta(sessions::meta::kWorldSize, "?")))
                            .arg(untraced_text(st.untraced_ranks))
-                           .arg(QString::fromStdString(st.ended));
+                           .arg(QString::fromStdString(figures.recorded_oom.empty() ? st.ended : figures.recorded_oom)
+                                    .toHtmlEscaped());
   if (origin.isEmpty()) text += run_setup_line(s);  // the network and dense lines of `stats` (tester50 F8)
   if (st.steps == 0 && s.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {
     text += "a PyTorch memory snapshot: no ops or steps; its allocator history is on the Memory page";
@@ -523,7 +527,9 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
           for (auto& e : reader.memory_events())
             if (e.action == "oom") f.ooms.push_back(std::move(e));
           std::map<int32_t, double> at_peak;
-          for (const auto& m : sessions::analyze_memory(reader))
+          const auto memory = sessions::analyze_memory(reader);
+          f.recorded_oom = sessions::recorded_oom_text(reader, memory);
+          for (const auto& m : memory)
             if (m.entries > 0) at_peak[m.rank] = m.at_peak.external_fragmentation;
           bool all = true;
           for (const auto& r : f.stats.ranks) all = all && at_peak.count(r.rank) > 0;

@@ -126,7 +126,8 @@ TEST(LmScenario, TinyRunsMoveTheHandComputedBytesPerToken) {
   EXPECT_GT(remote, 0);
   EXPECT_DOUBLE_EQ(m["rw"].bytes_per_token, (4.0 * 6456 + 72.0 * static_cast<double>(remote)) / 64);
   // The comparisons the scenario teaches: sequence parallelism moves more bytes than the
-  // all-reduce (the backward's extra all-gather, the body's gradients) ...
+  // all-reduce (the body's gradient all-reduce and the split checks: reduce-scatter + all-gather
+  // move the all-reduce's bytes; teach52_scenario_text_test.cpp) ...
   EXPECT_GT(m["sp"].bytes_per_token, m["vp"].bytes_per_token);
   // ... and keeps fewer activations; data_parallel holds the whole table on every rank
   EXPECT_LT(m["sp"].peak_requested, m["vp"].peak_requested);

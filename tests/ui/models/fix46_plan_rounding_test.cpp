@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>  // to_json(...).dump(): sharding.h declares json only
+
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/sessions/analysis/analysis.h"

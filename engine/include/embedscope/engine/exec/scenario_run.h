@@ -7,7 +7,13 @@
 // Figures (over the measured steps, sessions::analyze; "comm" is the ops of category comm,
 // merged per rank as HTA does, thread-level on CPU ranks):
 //   step time        mean and p50 of the slowest rank's step time per step (ns)
-//   exposed comm     per rank, summed over the steps, mean over ranks (ns; the view's figure)
+//   exposed comm     per rank, summed over the counted steps, mean over ranks (ns); and per
+//                    counted step (that sum / counted steps: the figure `compare`, `stats` and
+//                    the view's Compare give "per step"; tester52 F1: the sum of a semi_sync run
+//                    holds 4 steps where a base run's holds 6)
+//   counted steps    the measured steps the time figures cover: a pipeline's drain steps (its
+//                    last 1-2, sessions/analysis/counted_steps.h) are left out, as in `stats`,
+//                    unless every measured step drains it (all_drain: all counted, no steady state)
 //   comm share       time in comm / step windows, summed over every rank and step (0..1)
 //   embedding share  the same for the embedding's own collectives: DLRM every collective but
 //                    dense_all_reduce; lm_embedding embedding/*, input/output/grad dist
@@ -57,12 +63,19 @@ struct ScenarioFigures {
   std::string ended;                  ///< the session's `ended`
   bool simulated = false;
   int64_t steps = 0;                  ///< measured steps in the session
+  /// The steps the time figures, exposed communication and bytes cover: steps - drain_steps
+  /// (RunStats::counted_steps).
+  int64_t counted_steps = 0;
+  std::string pipeline;               ///< workload pipeline ("base", "sparse_dist", "semi_sync"; "" unknown)
+  int64_t drain_steps = 0;            ///< the pipeline's drain steps left out (RunStats::drain_steps)
+  bool all_drain = false;             ///< every measured step drains the pipeline (RunStats::all_drain)
   int64_t samples_per_step = 0;       ///< sequences for lm_embedding
   int64_t tokens_per_sample = 0;      ///< sequence_length for lm_embedding; 0 for DLRM
   double step_mean_ns = 0;
   int64_t step_p50_ns = 0;
   double samples_per_s = 0;
-  int64_t exposed_comm_ns = 0;
+  int64_t exposed_comm_ns = 0;        ///< per rank summed over the counted steps, mean over ranks (ns)
+  double exposed_comm_per_step_ns = 0;  ///< exposed_comm_ns / counted_steps (ns; 0 without steps)
   double overlap_pct = 0;
   double comm_share = 0;
   double embedding_comm_share = 0;

@@ -83,6 +83,20 @@ RankMemoryAnalysis analyze_memory_history(const MemoryHistory& h, int32_t rank, 
 /// analyze_memory_history for every rank with memory events. Throws SessionError.
 std::vector<RankMemoryAnalysis> analyze_memory(const SessionReader& session, size_t top = 5);
 
+/// How an imported memory snapshot ended where the program it recorded ran out of memory: the
+/// import is "complete", the recorded program is not (tester42 F25). `stats` heads its output
+/// with this, `compare` its session line and the workbench's Summary its first line (tester52 F9:
+/// those two said "complete"). "the recorded program ran out of memory: rank 0 at entry 20088
+/// of 20090" (each rank with an OOM: its first one's entry, counted from 0, of the rank's
+/// entries; ranks joined by ", "); "" when `session` is not imported (metadata imported "1") or
+/// no rank of `memory` (analyze_memory of it) recorded an OOM.
+std::string recorded_oom_text(const SessionReader& session, const std::vector<RankMemoryAnalysis>& memory);
+
+/// The same from the session alone: analyze_memory where the session is an imported memory
+/// snapshot (metadata import_format "torch_memory_snapshot"), else "" without reading its
+/// memory. Throws SessionError.
+std::string recorded_oom_text(const SessionReader& session);
+
 /// The allocator settings a session records (the workbench's Memory page shows them).
 struct AllocatorSettings {
   /// Where they come from: "PyTorch" (an imported snapshot's allocator_settings), "the run's
