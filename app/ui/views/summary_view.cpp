@@ -521,7 +521,7 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
       [file = session_->path()] {
         const sessions::SessionReader reader(file);
         SummaryFigures f{sessions::analyze(reader), sessions::gpu_kernel_figures(reader),
-                         sessions::analyze_flight_records(reader), rebalances_brief(reader), {}, {}, {}};
+                         sessions::analyze_flight_records(reader), rebalances_brief(reader), {}, {}, {}, {}};
         f.gpu_lines = sessions::gpu_run_text(reader, f.stats);
         if (reader.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {
           for (auto& e : reader.memory_events())
