@@ -39,8 +39,6 @@ struct CompareState {
 // "A", "B", ... "Z", then "S27", "S28", ... as the workbench labels sessions it compares.
 std::string compare_label(size_t i) { return i < 26 ? std::string(1, static_cast<char>('A' + i)) : "S" + std::to_string(i + 1); }
 
-// "4 ranks sharing 1 GPU (NVIDIA H200 (cuda:0)), cuda" / "2 ranks, cpu (SIMULATED)", as the
-// Compare view's head says it
 // "    trains 512 tokens a step, A 128 (4.0x): ..." for a session (index > 0) whose steps train
 // other units than the baseline's, whose throughput then differs by the work a step (tester52 F2:
 // row_wise trains 4x vocab_parallel's tokens a step, a batch of 64 8x one of 8); "" otherwise.
@@ -53,6 +51,8 @@ std::string unlike_work_text(const ss::SessionRate& rate, const ss::SessionRate&
                      static_cast<double>(rate.per_step) / static_cast<double>(base.per_step));
 }
 
+// "4 ranks sharing 1 GPU (NVIDIA H200 (cuda:0)), cuda" / "2 ranks, cpu (SIMULATED)", as the
+// Compare view's head says it
 std::string ran_on_text(const ss::SessionReader& s, const ss::RunStats& st) {
   const std::string backend = s.meta(ss::meta::kBackend);
   return fmt::format("{} rank{}{}{}{}", st.ranks.size(), st.ranks.size() == 1 ? "" : "s", ss::gpus_text(s.ranks()),
@@ -186,11 +186,9 @@ int cmd_compare(const CompareState& st) {
     return 0;
   }
   for (size_t i = 0; i < cs.size(); ++i)
-    std::cout << (recorded_oom[i].empty()
-                      ? fmt::format("{}{}  {}: {}, {} on {}\n", labels[i], i == 0 ? " (baseline)" : "", names[i],
-                                    ss::what_it_ran(*readers[i]), cs[i].stats.ended, ran_on_text(*readers[i], cs[i].stats))
-                      : fmt::format("{}{}  {}: {}, {}; {}\n", labels[i], i == 0 ? " (baseline)" : "", names[i],
-                                    ss::what_it_ran(*readers[i]), recorded_oom[i], ran_on_text(*readers[i], cs[i].stats)))
+    std::cout << fmt::format("{}{}  {}: {}, {}{}{}\n", labels[i], i == 0 ? " (baseline)" : "", names[i],
+                             ss::what_it_ran(*readers[i]), recorded_oom[i].empty() ? cs[i].stats.ended : recorded_oom[i],
+                             recorded_oom[i].empty() ? " on " : "; ", ran_on_text(*readers[i], cs[i].stats))
               << (settings[i].empty() ? "" : fmt::format("    differs: {}\n", settings[i]))
               << unlike_work_text(cs[i].rate, cs[0].rate, labels[0], i);
   // figures that measure different things where GPU streams meet host threads (tester38 #1)

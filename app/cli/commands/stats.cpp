@@ -297,7 +297,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     j["throughput_per_s"] = measured ? json(rate.per_s) : json();
     j["throughput_unit"] = rate.unit.empty() ? json() : json(rate.unit + "/s");
     if (rate.unit == "tokens") {
-      j["tokens_per_step"] = step_size(session.meta("workload_json"), st.samples_per_step).first;
+      j["tokens_per_step"] = rate.per_step;
       j["tokens_per_s"] = measured ? json(rate.per_s) : json();
     }
     if (!st.rank_step_counts.empty()) {  // a killed rank's shorter session (tester49 F14)

@@ -149,17 +149,15 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   const std::vector<std::string> settings = sessions::differing_settings(readers);
   const std::vector<std::string> raw_settings = sessions::differing_settings(readers, 6, true);
   QString head;
-  for (size_t i = 0; i < sessions.size(); ++i)
-    head += QString(i < recorded_oom_.size() && !recorded_oom_[i].empty()
-                        ? "<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5; %6, %7%8%9<br>"
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    // an imported snapshot's recorded OOM, as `compare` and stats say it (tester52 F9)
+    const bool oom = i < recorded_oom_.size() && !recorded_oom_[i].empty();
+    head += QString(oom ? "<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5; %6, %7%8%9<br>"
                         : "<span style=\"color:%1\">&#9632;</span> <b>%2</b> &nbsp; %3: %4, %5 on %6, %7%8%9<br>")
                 .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
                      names[static_cast<qsizetype>(i)].toHtmlEscaped(),
                      QString::fromStdString(sessions::what_it_ran(*sessions[i].session)).toHtmlEscaped(),
-                     // an imported snapshot's recorded OOM, as `compare` and stats say it (tester52 F9)
-                     QString::fromStdString(i < recorded_oom_.size() && !recorded_oom_[i].empty() ? recorded_oom_[i]
-                                                                                                 : stats[i].ended)
-                         .toHtmlEscaped())
+                     QString::fromStdString(oom ? recorded_oom_[i] : stats[i].ended).toHtmlEscaped())
                 // which ranks shared which GPU, as `stats` says it (tester38 #11: "4 cuda ranks" read as 4 GPUs)
                 .arg((stats[i].ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(stats[i].ranks.size())) +
                      QString::fromStdString(sessions::gpus_text(sessions[i].session->ranks())).toHtmlEscaped())
@@ -170,6 +168,7 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
                          : "")
                 .arg(settings[i].empty() ? QString()
                                          : " &nbsp; <i>" + QString::fromStdString(settings[i]).toHtmlEscaped() + "</i>");
+  }
   // a run that changed its plan mid-run: its figures below mix both plans; say what each move did
   for (size_t i = 0; i < sessions.size(); ++i)
     if (const std::string brief = rebalances_brief(*sessions[i].session); !brief.empty())
