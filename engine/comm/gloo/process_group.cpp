@@ -26,6 +26,7 @@
 #include <gloo/transport/tcp/pair.h>  // its gloo/common/memory.h: comm/gloo/vendor/ (engine/CMakeLists.txt)
 #include "embedscope/engine/comm/collective_math.h"
 #include "comm/gloo/key_eraser.h"
+#include "comm/gloo/stranded_sends.h"
 
 namespace embedscope::engine {
 
@@ -254,6 +255,8 @@ std::string Rendezvous::device_address() { return impl().get_device()->str(); }
 struct ProcessGroup::Impl {
   std::shared_ptr<gloo::rendezvous::Context> ctx;
   std::vector<uint64_t> own_keys;  // this member's arrival keys still in the store (release_arrival_keys)
+  // wakes the sends a failed pair leaves queued (comm/gloo/stranded_sends.h); after ctx: destroyed first
+  std::unique_ptr<StrandedSendWatch> watch;
 };
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Rendezvous> rv, std::string name, std::vector<int> members,
@@ -267,6 +270,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Rendezvous> rv, std::string name, std
     gloo::rendezvous::PrefixStore prefixed(name_, *rimpl.store);
     auto device = rimpl.get_device();
     impl_->ctx->connectFullMesh(prefixed, device);
+    impl_->watch = std::make_unique<StrandedSendWatch>(impl_->ctx);
   } catch (const std::exception& e) {
     throw CollectiveError(fmt::format("connecting group '{}' (ranks {}) failed: {}", name_,
                                       fmt::join(members_, ","), e.what()),
@@ -355,6 +359,11 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
                                        what == kClosedByThisRank ? "" : " (" + what + ")"),
                            name_, seq, {});
   };
+  impl_->watch->begin();
+  struct EndWatch {
+    StrandedSendWatch& w;
+    ~EndWatch() { w.end(); }
+  } end_watch{*impl_->watch};
   try {
     body(static_cast<uint32_t>(seq & 0xffffff));
   } catch (const gloo::Exception& e) {
