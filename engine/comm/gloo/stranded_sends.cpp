@@ -83,11 +83,8 @@ void StrandedSendWatch::loop() {
     cv_.wait(lock, [&] { return stop_ || in_flight_; });
     if (stop_) return;
     if (cv_.wait_for(lock, period_, [&] { return stop_; })) return;
-    if (!in_flight_) continue;
-    lock.unlock();
-    const int n = wake_stranded_sends(*ctx_);
-    lock.lock();
-    woken_ += n;
+    // under the watch's lock: a woken collective's end() returns after the count is in
+    if (in_flight_) woken_ += wake_stranded_sends(*ctx_);
   }
 }
 

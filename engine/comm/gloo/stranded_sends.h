@@ -44,7 +44,8 @@ class StrandedSendWatch {
   void begin();
   /// The collective returned or threw: stop polling.
   void end() noexcept;
-  /// Buffers woken so far (for tests and diagnostics).
+  /// Buffers woken so far (for tests and diagnostics): a collective woken by the watch sees
+  /// its buffer counted once its end() has returned.
   int woken() const noexcept;
 
  private:

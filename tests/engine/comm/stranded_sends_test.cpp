@@ -75,7 +75,7 @@ StrandedOutcome stranded_send_to_a_killed_peer(const fs::path& dir, std::chrono:
   std::vector<char> data(kStrandedBytes, 'x');
   auto buf = ctx->createUnboundBuffer(data.data(), data.size());
   buf->send(1, kStrandedSlot);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the socket buffers fill
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // queued for writing, the socket buffers full
   kill(child, SIGKILL);
   waitpid(child, &status, 0);
   StrandedSendWatch watch(ctx);
