@@ -2,6 +2,7 @@
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/op_stream.h"
+#include "exporters/record_param_comms.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -171,6 +172,29 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     }
     return best;
   };
+  // each collective as PyTorch's record_param_comms span with its arguments (as the Kineto
+  // export writes them), inside the comm op that ran it: Perfetto shows a collective's op, dtype,
+  // counts, group and sequence, and `import` reads the records back with their bytes (tester52
+  // F12: they came back as none, every collective 0 B)
+  for (const auto& c : colls) {
+    int32_t tid = -1;
+    int64_t best_len = INT64_MAX;
+    if (auto r = comm_spans.find(c.rank); r != comm_spans.end())
+      for (const auto& [lane, v] : r->second) {
+        auto it = std::upper_bound(v.begin(), v.end(), std::pair<int64_t, int64_t>{c.start_ns, INT64_MAX});
+        for (int k = 0; k < 4 && it != v.begin(); ++k) {
+          --it;
+          if (it->second >= c.end_ns && it->second - it->first < best_len) tid = lane, best_len = it->second - it->first;
+        }
+      }
+    if (tid < 0) tid = lane_at(c.rank, c.start_ns);
+    nlohmann::json args = record_param_comms_args(c, c.rank);
+    args["embedscope collective"] = c.name;
+    args["step"] = c.step;
+    emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":"record_param_comms","cat":"comm","ts":{},"dur":{},"args":{}}})",
+                     c.rank, tid, ns_to_us(c.start_ns), ns_to_us(c.end_ns - c.start_ns),
+                     args.dump(-1, ' ', false, kReplace)));
+  }
   uint64_t flow_id = 1;
   for (const auto& [key, members] : by_seq) {
     if (members.size() < 2) continue;

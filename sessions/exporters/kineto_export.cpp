@@ -21,6 +21,7 @@
 #include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "exporters/record_param_comms.h"
 
 namespace embedscope::sessions {
 
@@ -51,6 +52,21 @@ std::string kineto_dtype(const std::string& dtype) {
       {"uint8", "Byte"},    {"bytes", "Byte"},     {"bool", "Bool"}};
   auto it = k.find(dtype);
   return it != k.end() ? it->second : dtype;
+}
+
+nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank) {
+  const KinetoCommArgs a = kineto_comm_args(c);
+  return nlohmann::json{{"Collective name", a.name},
+                        {"dtype", a.dtype},
+                        {"In msg nelems", a.in_nelems},
+                        {"Out msg nelems", a.out_nelems},
+                        {"Group size", c.peers.size()},
+                        {"In split size", a.in_split},
+                        {"Out split size", a.out_split},
+                        {"Process Group Name", c.group},
+                        {"Process Group Ranks", c.peers},
+                        {"Seq", c.sequence},
+                        {"Rank", rank}};
 }
 
 KinetoCommArgs kineto_comm_args(const CollectiveRecord& c) {
@@ -217,20 +233,7 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
     w.emit(fmt::format(R"J({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":"launches (placed by embedscope export)"}}}})J",
                        host_pid, kKinetoLaunchTid));
 
-  auto comm_args = [&](const CollectiveRecord& c) {
-    const KinetoCommArgs a = kineto_comm_args(c);
-    return nlohmann::json{{"Collective name", a.name},
-                          {"dtype", a.dtype},
-                          {"In msg nelems", a.in_nelems},
-                          {"Out msg nelems", a.out_nelems},
-                          {"Group size", c.peers.size()},
-                          {"In split size", a.in_split},
-                          {"Out split size", a.out_split},
-                          {"Process Group Name", c.group},
-                          {"Process Group Ranks", c.peers},
-                          {"Seq", c.sequence},
-                          {"Rank", rank}};
-  };
+  auto comm_args = [&](const CollectiveRecord& c) { return record_param_comms_args(c, rank); };
   // An imported session (a Kineto or Nsight trace) holds its own launches (host calls with their
   // kernel's correlation) and record_param_comms spans: they stay what they were, a collective's
   // args go on the record_param_comms span that launched its first kernel (on a CPU rank: the

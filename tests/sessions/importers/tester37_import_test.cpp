@@ -210,12 +210,14 @@ TEST(Tester37Import, ChromeFlowsOfAnImportSitInsideTheCollectiveKernels) {
   for (const auto& f : flows) {
     EXPECT_EQ(f["tid"], 2) << f.dump();
     const double t = f["ts"].get<double>();
-    std::string inside;
+    // the kernel's slice holds it (and, inside the kernel, its collective's record_param_comms
+    // span: tester52 F12)
+    bool in_kernel = false;
     for (const auto& x : slices)
       if (x["pid"] == f["pid"] && x["tid"] == f["tid"] && x["ts"].get<double>() <= t &&
           t <= x["ts"].get<double>() + x["dur"].get<double>())
-        inside = x["name"];
-    EXPECT_EQ(inside.rfind("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0), 0U) << f.dump();
+        in_kernel |= x["name"].get<std::string>().rfind("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0) == 0;
+    EXPECT_TRUE(in_kernel) << f.dump();
   }
 }
 

@@ -316,10 +316,23 @@ TEST(Export, ChromeTraceKeepsNanosecondsAndLinksCollectives) {
   export_chrome_trace(r, out);
   auto j = nlohmann::json::parse(out.str());
   EXPECT_EQ(j["metadata"]["ended"], "complete");
-  int x = 0, flows_s = 0, flows_f = 0, thread_names = 0, counters = 0;
+  int x = 0, flows_s = 0, flows_f = 0, thread_names = 0, counters = 0, params = 0;
   for (const auto& e : j["traceEvents"]) {
     const std::string ph = e["ph"];
-    if (ph == "X") {
+    if (ph == "X" && e["name"] == "record_param_comms") {  // each rank's record of the a2a, inside its op
+      ++params;
+      EXPECT_EQ(e["cat"], "comm");
+      EXPECT_EQ(e["tid"], 1);
+      EXPECT_EQ(e["args"]["embedscope collective"], "output_dist/all_to_all");
+      EXPECT_EQ(e["args"]["Collective name"], "all_to_allv");
+      EXPECT_EQ(e["args"]["Seq"], 3);
+      if (e["pid"] == 0) {  // the record's times and elements (1100-1400 ns, 4 + 8 sent)
+        EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 1.1);
+        EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 0.3);
+        EXPECT_EQ(e["args"]["In split size"], nlohmann::json::array({4, 8}));
+        EXPECT_EQ(e["args"]["In msg nelems"], 12);
+      }
+    } else if (ph == "X") {
       ++x;
       if (e["name"] == "a2a" && e["pid"] == 0) {
         EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 1.1);
@@ -334,6 +347,7 @@ TEST(Export, ChromeTraceKeepsNanosecondsAndLinksCollectives) {
     if (ph == "M" && e["name"] == "thread_name") ++thread_names;
   }
   EXPECT_EQ(x, 7 + 3);  // the ops and, since imp43 (tester42 F28), the 3 step rows' ProfilerStep#N spans
+  EXPECT_EQ(params, 2);  // since tester52 F12
   EXPECT_EQ(thread_names, 4 + 2);  // the lanes and each rank's "steps" row
   EXPECT_EQ(flows_s, 1);  // rank 0 entered first; one arrow to rank 1
   EXPECT_EQ(flows_f, 1);

@@ -18,9 +18,12 @@ namespace embedscope::sessions {
 /// `ProfilerStep#N` span (cat user_annotation) on a row "steps" of its own (tid 256), which
 /// `embedscope import` reads back as the ranks and steps, `C` counter events per rank and step
 /// (ids looked up, loss), `C` "device memory" events (allocated, reserved, active bytes) after
-/// every allocator trace entry of an imported memory snapshot (memory_timeline), and flow events
-/// (`s` / `f`) joining the ranks
-/// of each collective (from the first rank to enter it to every other member). The session's
+/// every allocator trace entry of an imported memory snapshot (memory_timeline), each collective
+/// record as PyTorch's `record_param_comms` span (cat comm) with its Kineto args
+/// (record_param_comms_args, plus "embedscope collective" and "step") inside the comm op of its
+/// rank that holds it, which `import` reads back as the collective records, and flow events
+/// (`s` / `f`) joining the ranks of each collective (from the first rank to enter it to every
+/// other member). The session's
 /// metadata goes into "metadata". Spec: "Trace Event Format", Google (chromium catapult docs).
 void export_chrome_trace(const SessionReader& session, std::ostream& out);
 

@@ -1,0 +1,19 @@
+#pragma once
+// PyTorch's record_param_comms arguments of a collective record, as both exporters write them
+// (internal to the sessions library): the Kineto export on each collective's span and comm
+// kernel, the Chrome export on each collective's span inside the comm op that ran it.
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "embedscope/sessions/model/events.h"
+
+namespace embedscope::sessions {
+
+/// {"Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size", "In split size",
+/// "Out split size", "Process Group Name", "Process Group Ranks", "Seq", "Rank"} of `c` on rank
+/// `rank` (kineto_comm_args: counts such that the Kineto importer's byte rule gives back the
+/// record's bytes). Source: PyTorch's torch/csrc/distributed/c10d/ParamCommsUtils.hpp names.
+nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank);
+
+}  // namespace embedscope::sessions
