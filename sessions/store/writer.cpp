@@ -31,6 +31,10 @@ namespace embedscope::sessions {
 namespace {
 constexpr size_t kOpsPerTransaction = 100000;  // commit within big batches: the dirty pages stay in cache
 constexpr size_t kWakeOps = 50000;             // pending ops that wake the writer before the interval
+// pending ops at which add_ops waits for the writer to take them: a writer starved of CPU (a
+// simulated run beside other work) let the pending ops grow without bound, and its first commit
+// could pass a full disk's limit with every step in it (ci53: Sim51WriteFailed kept nothing)
+constexpr size_t kHoldOps = 4 * kWakeOps;
 // Ops per INSERT statement: one multi-row statement per 100 ops costs about half the CPU time of
 // 100 single-row statements (the per-statement work of sqlite3_step, reset and the cursor is
 // paid once). 9 columns x 100 = 900 parameters, within SQLite's limit of 32766. A divisor of
@@ -132,6 +136,7 @@ struct SessionWriter::Impl {
   std::map<std::string, sqlite3_stmt*> stmts;
   mutable std::mutex mu;
   std::condition_variable cv;
+  std::condition_variable drained;  // the writer took the pending records (add_ops waits on it)
   Pending pending;
   std::unordered_map<const char*, int32_t> by_pointer;
   std::unordered_map<std::string, int32_t> by_text;
@@ -331,11 +336,16 @@ void SessionWriter::add_ops(const OpEvent* ops, size_t n) {
   bool wake = false;
   Impl& m = *impl_;
   {
-    std::lock_guard<std::mutex> lock(m.mu);
+    std::unique_lock<std::mutex> lock(m.mu);
     m.pending.ops.insert(m.pending.ops.end(), ops, ops + n);
     for (size_t i = 0; i < n; ++i) m.pending.op_names.push_back(m.intern(ops[i].name));
     m.ops_received += static_cast<int64_t>(n);
     wake = m.pending.ops.size() >= kWakeOps;  // a burst: start writing before the interval ends
+    if (m.pending.ops.size() >= kHoldOps && !m.stop) {  // the writer is behind: wait until it takes them
+      m.cv.notify_all();
+      m.drained.wait(lock, [&] { return m.stop || m.pending.ops.size() < kHoldOps; });
+      wake = false;
+    }
   }
   if (wake) m.cv.notify_all();
 }
@@ -440,6 +450,7 @@ void SessionWriter::Impl::loop() {
     std::swap(batch, pending);
     const bool stopping = stop;
     lock.unlock();
+    drained.notify_all();
     if (!batch.empty() && !failed.load()) {
       try {
         write(batch);
@@ -615,6 +626,7 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
     m.stop = true;
   }
   m.cv.notify_all();
+  m.drained.notify_all();
   if (m.thread.joinable()) m.thread.join();
   if (m.write_error.empty()) m.write_op_blocks();
   if (!m.write_error.empty()) m.write_end_after_failure(ended, message);

@@ -4,7 +4,7 @@
 //
 // No timing: the import's stderr is a pipe this test filled to the brim before the import started,
 // so its first line ("import: reading FILE (1/1)", printed once its signal handler is in place)
-// blocks in write(2). The test waits until /proc/PID/syscall shows that write, sends SIGTERM, and
+// blocks in write(2) (that line itself may then be lost to the cancel's exit: see below). The test waits until /proc/PID/syscall shows that write, sends SIGTERM, and
 // only then reads the pipe: the import cannot have read its trace before the signal.
 #include <gtest/gtest.h>
 #include <fcntl.h>
@@ -77,7 +77,9 @@ TEST(ImportSigtermF24, SigtermCancelsTheImportAsCtrlCDoesAndLeavesNothing) {
   ASSERT_TRUE(signalled) << err;
   ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << "\n" << err;
   EXPECT_EQ(WEXITSTATUS(status), 130) << err;
-  EXPECT_NE(err.find("import: reading " + trace + " (1/1)"), std::string::npos) << err;
+  // The blocked line ("import: reading FILE (1/1)") races the cancel thread's own lines once the
+  // pipe drains: the thread may write first and exit (130) before it (ci53, 1 in a -j2 ctest), so
+  // only the cancel's words are asserted.
   EXPECT_NE(err.find("cancelling the import"), std::string::npos) << err;
   EXPECT_NE(err.find("import cancelled; nothing was kept (no " + out + " written)"), std::string::npos) << err;
   // nothing left: no session, no hidden ".t.db.importing-PID" (nor its -wal / -shm)
