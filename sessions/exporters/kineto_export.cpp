@@ -85,20 +85,25 @@ KinetoCommArgs kineto_comm_args(const CollectiveRecord& c) {
   // the per-peer elements wherever the record has them (PyTorch fills them for all_to_allv only)
   a.in_split = c.send_elements;
   a.out_split = c.recv_elements;
+  // The elements N of the buffer from bytes = floor(k N elem / n) (k = 2 (n - 1) for a ring
+  // all-reduce, n - 1 otherwise: collective_math.h): ceil(bytes n / (k elem)) is N whenever
+  // n / (k elem) <= 1 (every case but a 2-rank byte buffer), floor was one short when the
+  // division was not exact (tester53 F7: 779 floats of a 3-rank all-reduce came back as 778).
+  auto elements = [&](int64_t bytes, int64_t k) { return n > 1 ? (bytes * n + k * elem - 1) / (k * elem) : 0; };
   if (c.op == "all_to_all") {
     a.name = "all_to_allv";
-    a.in_nelems = !c.send_elements.empty() ? sum(c.send_elements) : (n > 1 ? c.bytes_sent * n / ((n - 1) * elem) : 0);
-    a.out_nelems = !c.recv_elements.empty() ? sum(c.recv_elements) : (n > 1 ? c.bytes_received * n / ((n - 1) * elem) : 0);
+    a.in_nelems = !c.send_elements.empty() ? sum(c.send_elements) : elements(c.bytes_sent, n - 1);
+    a.out_nelems = !c.recv_elements.empty() ? sum(c.recv_elements) : elements(c.bytes_received, n - 1);
   } else if (c.op == "all_reduce") {
     a.name = "allreduce";
-    a.in_nelems = a.out_nelems = n > 1 ? c.bytes_sent * n / (2 * (n - 1) * elem) : 0;
+    a.in_nelems = a.out_nelems = elements(c.bytes_sent, 2 * (n - 1));
   } else if (c.op == "all_gather") {
     a.name = "_allgather_base";
-    a.out_nelems = !c.recv_elements.empty() ? sum(c.recv_elements) : (n > 1 ? c.bytes_received * n / ((n - 1) * elem) : 0);
+    a.out_nelems = !c.recv_elements.empty() ? sum(c.recv_elements) : elements(c.bytes_received, n - 1);
     a.in_nelems = a.out_nelems / n;
   } else if (c.op == "reduce_scatter") {
     a.name = "_reduce_scatter_base";
-    a.in_nelems = !c.send_elements.empty() ? sum(c.send_elements) : (n > 1 ? c.bytes_sent * n / ((n - 1) * elem) : 0);
+    a.in_nelems = !c.send_elements.empty() ? sum(c.send_elements) : elements(c.bytes_sent, n - 1);
     a.out_nelems = a.in_nelems / n;
   } else {  // broadcast, send / recv, ...: what this rank sent and received
     a.name = c.op;

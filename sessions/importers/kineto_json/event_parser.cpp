@@ -76,7 +76,9 @@ enum class Key : uint8_t {
   ph, cat, name, pid, tid, ts, dur, args,  // the event's
   stream, correlation, bytes, arg_name, collective, group, group_desc, dtype, in_nelems, out_nelems, group_size,
   seq, in_split, out_split, group_ranks,  // its args'
-  es_category, es_name, es_collective  // what `embedscope export --format kineto` adds (kineto_export.h)
+  es_category, es_name, es_collective,  // what `embedscope export --format kineto` adds (kineto_export.h)
+  es_step, step,  // the op's step: "embedscope step" (kineto export), "step" (chrome export, export.h)
+  es_sequence, sequence  // a comm op's collective sequence: "embedscope sequence" (kineto), "sequence" (chrome)
 };
 
 /// Which of the event's own keys `k` is (one length switch, then at most two compares).
@@ -93,16 +95,24 @@ Key event_key(std::string_view k) {
 Key args_key(std::string_view k) {
   switch (k.size()) {
     case 3: return k == "Seq" ? Key::seq : Key::other;
-    case 4: return k == "name" ? Key::arg_name : Key::other;
+    case 4: return k == "name" ? Key::arg_name : k == "step" ? Key::step : Key::other;
     case 5: return k == "bytes" ? Key::bytes : k == "dtype" ? Key::dtype : Key::other;
     case 6: return k == "stream" ? Key::stream : Key::other;
     case 10: return k == "Group size" ? Key::group_size : Key::other;
     case 11: return k == "correlation" ? Key::correlation : Key::other;
     case 13: return k == "In msg nelems" ? Key::in_nelems : k == "In split size" ? Key::in_split : Key::other;
     case 14: return k == "Out msg nelems" ? Key::out_nelems : k == "Out split size" ? Key::out_split : Key::other;
-    case 15: return k == "Collective name" ? Key::collective : k == "embedscope name" ? Key::es_name : Key::other;
+    case 15: return k == "Collective name"   ? Key::collective
+                    : k == "embedscope name" ? Key::es_name
+                    : k == "embedscope step" ? Key::es_step
+                                             : Key::other;
+    case 16: return k == "embedscope bytes" ? Key::bytes : Key::other;  // an export's host comm op
     case 18: return k == "Process Group Name" ? Key::group : Key::other;
-    case 19: return k == "Process Group Ranks" ? Key::group_ranks : k == "embedscope category" ? Key::es_category : Key::other;
+    case 8: return k == "sequence" ? Key::sequence : Key::other;
+    case 19: return k == "Process Group Ranks"   ? Key::group_ranks
+                    : k == "embedscope category" ? Key::es_category
+                    : k == "embedscope sequence" ? Key::es_sequence
+                                                 : Key::other;
     case 21: return k == "embedscope collective" ? Key::es_collective : Key::other;
     case 25: return k == "Process Group Description" ? Key::group_desc : Key::other;
     default: return Key::other;
@@ -123,6 +133,8 @@ struct Tally {
 /// and the session's name of a GPU op the export renamed for HTA ("nccl:NAME", "Memcpy (NAME)").
 struct EmbedscopeArgs {
   std::string_view category, name;
+  int64_t step = kNoArgStep;  ///< "embedscope step", else "step"
+  uint64_t sequence = 0;      ///< "embedscope sequence", else "sequence" (0: none)
 };
 
 struct Parser {
@@ -347,6 +359,14 @@ void Parser::args(od::value v, int64_t& stream, bool& has_stream, uint64_t& corr
       case Key::es_category: es.category = scalar_text(av); break;
       case Key::es_name: es.name = scalar_text(av); break;
       case Key::es_collective: cp.engine_name = std::string(scalar_text(av)); break;
+      case Key::es_step: es.step = int_or(av, kNoArgStep); break;
+      case Key::es_sequence:
+      case Key::sequence:
+        if (parse_integer(scalar_text(av), i, u, neg) && !neg && (es.sequence == 0 || k == Key::es_sequence)) es.sequence = u;
+        break;
+      case Key::step:
+        if (es.step == kNoArgStep) es.step = int_or(av, kNoArgStep);
+        break;
       default: break;
     }
   }
@@ -520,6 +540,8 @@ void Parser::event(const Span& sp) {
   e.name = name_id;
   e.lane = lane_id;
   e.kind = kind;
+  e.arg_step = es.step;
+  e.arg_sequence = es.sequence;
   if (kind == EventKind::cpu)
     for (int c = 0; c < kNumCategories; ++c)
       if (cat == to_string(static_cast<OpCategory>(c))) e.cat_category = static_cast<int8_t>(c);

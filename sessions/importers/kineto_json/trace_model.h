@@ -38,10 +38,13 @@ struct LaneDesc {
   int64_t order_pid = 0, order_tid = 0;  ///< numeric value for ordering (0 for strings)
 };
 
+/// Event::arg_step of an event whose args give no step.
+inline constexpr int64_t kNoArgStep = INT64_MIN;
+
 struct Event {
   int64_t ts = 0, end = 0;   ///< ns, trace clock (Kineto ts x 1000)
   uint64_t correlation = 0;  ///< args.correlation (0: none)
-  int64_t bytes = 0;         ///< args.bytes of copies and memsets
+  int64_t bytes = 0;         ///< args.bytes of copies and memsets; an Embedscope export's host op: "bytes" / "embedscope bytes"
   uint32_t name = 0;         ///< Interner id
   uint32_t lane = 0;         ///< index into RankTrace::lanes
   int32_t comm_param = -1;   ///< record_param_comms: index into RankTrace::comm_params
@@ -56,6 +59,14 @@ struct Event {
   /// cat_category comes from args "embedscope category" (`embedscope export --format kineto`,
   /// sessions/exporters/kineto_export.h): the session's category, trusted on any lane.
   bool category_from_args = false;
+  /// The step an Embedscope export gives the op in its args ("embedscope step" of the Kineto
+  /// export, "step" of the Chrome export), kNoArgStep if none: used for an export's ranks only
+  /// (RankTrace::categories_from_cat, category_from_args), where it is the session's own
+  /// attribution (a pipelined run's next-batch collectives: the batch's step, not the span's).
+  int64_t arg_step = kNoArgStep;
+  /// A comm op's collective sequence in an Embedscope export's args ("embedscope sequence",
+  /// "sequence"; 0: none): the op's correlation on a rank without GPU events, as in the session.
+  uint64_t arg_sequence = 0;
 };
 
 /// The args of one record_param_comms span (PyTorch's names in comments).

@@ -1,11 +1,17 @@
 // tester52 F12: `export --format chrome` writes each collective as PyTorch's record_param_comms
 // span with its arguments inside the comm op that ran it, and `import` of that file gives back
 // every collective record (op, name, group, sequence, dtype, step, duration, bytes, peers, per-peer
-// elements). Before, the file carried none: an imported chrome export read every collective 0 B.
+// elements) and every op its step, duration and bytes. Before, the file carried no collectives (an
+// imported chrome export read every collective 0 B), and the import gave ops the step of the step
+// span holding them and no bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <set>
+#include <vector>
 #include <string>
 #include <tuple>
 
@@ -36,7 +42,9 @@ std::map<Chrome53Key, CollectiveRecord> chrome53_by_key(const SessionReader& s) 
 
 // Runs `run_args`, exports the session to Chrome JSON, imports that back, and compares the
 // collective records; returns the number of record_param_comms spans in the file.
-void chrome53_round_trip(const std::string& tag, const std::string& run_args) {
+// `same_stats`: stats' collective rows (count, bytes sent) equal too; a pipelined run's are not:
+// its drain steps are not carried by the export (tester53 F3), so the import counts them.
+void chrome53_round_trip(const std::string& tag, const std::string& run_args, bool same_stats = true) {
   const std::string src = scratch_db("c53_" + tag + ".db"), json = (import_scratch() / ("c53_" + tag + ".json")).string(),
                     back = scratch_db("c53_" + tag + "_back.db");
   auto r = chrome53_cli("run " + run_args + " --force-overwrite -o " + src);
@@ -64,6 +72,46 @@ void chrome53_round_trip(const std::string& tag, const std::string& run_args) {
     EXPECT_EQ(g.send_elements, w.send_elements) << what;
     EXPECT_EQ(g.recv_elements, w.recv_elements) << what;
     EXPECT_EQ(g.step, w.step) << what;
+  }
+  // the ops (GPU streams come back as threads): each keeps its step, duration and bytes
+  // (a pipelined run's next-batch ops their batch's step, not the step span's that holds them)
+  using OpKey = std::tuple<int32_t, std::string, int64_t, int64_t, int64_t, int>;  // rank, name, step, ns, bytes, category
+  // (the export's record_param_comms spans come back as the records only, not as ops: tester53 F2)
+  auto ops_of = [](const SessionReader& s) {
+    std::multiset<OpKey> out;
+    for (const auto& o : s.all_ops())
+      out.insert({o.rank, s.name(o.name_id), o.step, o.end_ns - o.start_ns, o.bytes, static_cast<int>(o.category)});
+    return out;
+  };
+  const auto ops_a = ops_of(a), ops_b = ops_of(b);
+  EXPECT_EQ(ops_b.size(), ops_a.size());
+  std::vector<OpKey> only_a, only_b;
+  std::set_difference(ops_a.begin(), ops_a.end(), ops_b.begin(), ops_b.end(), std::back_inserter(only_a));
+  std::set_difference(ops_b.begin(), ops_b.end(), ops_a.begin(), ops_a.end(), std::back_inserter(only_b));
+  EXPECT_TRUE(only_a.empty()) << only_a.size() << " ops differ, first: rank " << std::get<0>(only_a.front()) << " "
+                              << std::get<1>(only_a.front()) << " step " << std::get<2>(only_a.front()) << " bytes "
+                              << std::get<4>(only_a.front()) << "; imported as step "
+                              << (only_b.empty() ? -99 : std::get<2>(only_b.front())) << " bytes "
+                              << (only_b.empty() ? -99 : std::get<4>(only_b.front()));
+  // stats lists the collectives under the session's names, as for the original (tester53 F2: one
+  // "record_param_comms" row)
+  {
+    const auto sa = chrome53_cli("stats --json " + src), sb = chrome53_cli("stats --json " + back);
+    ASSERT_EQ(sa.code, 0) << sa.err;
+    ASSERT_EQ(sb.code, 0) << sb.err;
+    std::map<std::string, std::pair<double, int64_t>> rows_a, rows_b;  // name -> count, bytes sent
+    const auto ja = nlohmann::json::parse(sa.out), jb = nlohmann::json::parse(sb.out);
+    for (const auto& c : ja["collectives"])
+      rows_a[c["name"].get<std::string>()] = {c["count"].get<double>(), c["bytes_sent"].get<int64_t>()};
+    for (const auto& c : jb["collectives"])
+      rows_b[c["name"].get<std::string>()] = {c["count"].get<double>(), c["bytes_sent"].get<int64_t>()};
+    EXPECT_GT(rows_a.size(), 1u);
+    if (same_stats) {
+      EXPECT_EQ(rows_b, rows_a);
+    } else {
+      for (const auto& [name, row] : rows_a) EXPECT_TRUE(rows_b.count(name)) << name;
+      EXPECT_EQ(rows_b.size(), rows_a.size());
+    }
   }
   // each span sits inside a comm op of its rank's lane (Perfetto nests it there) with the args
   std::ifstream in(json);
@@ -98,6 +146,12 @@ TEST(Chrome53Collectives, ACpuRunsCollectivesComeBackFromItsChromeExport) {
 // A simulated GPU run: comm ops on GPU streams, split checks of zero duration.
 TEST(Chrome53Collectives, ASimulatedRunsCollectivesComeBackFromItsChromeExport) {
   chrome53_round_trip("sim", "--preset tiny --devices 4 --steps 2 --warmup-steps 1 --simulate h100_sxm");
+}
+
+// A semi_sync run: the next batch's input_dist runs in the current step's window and keeps its
+// batch's step (the "step" arg; the import took the step span's before), the pipeline's fill at -1.
+TEST(Chrome53Collectives, APipelinedRunKeepsEachOpsAndCollectivesStep) {
+  chrome53_round_trip("semi", "--preset tiny --devices 4 --steps 4 --warmup-steps 0 --pipeline semi_sync", false);
 }
 
 // tester52 F12's case: an lm_embedding run (vocab_parallel's all-reduces and all-gathers), whose

@@ -104,7 +104,8 @@ std::string kineto_dtype(const std::string& dtype);
 /// that the Kineto importer's byte rule gives back the record's bytes (all_to_all: the splits;
 /// all_reduce: in = out = bytes_sent n / (2 (n - 1) elem); all_gather: out = the elements
 /// received from all n peers, in = out / n; reduce_scatter: in = the elements sent, out = in / n;
-/// others: bytes sent / received over the element size). n = the record's peers.
+/// others: bytes sent / received over the element size; each division rounded up, which gives
+/// back the buffer's elements from bytes rounded down). n = the record's peers.
 struct KinetoCommArgs {
   std::string name;   ///< "Collective name"
   std::string dtype;  ///< "dtype"
