@@ -31,10 +31,11 @@ namespace embedscope::sessions {
 namespace {
 constexpr size_t kOpsPerTransaction = 100000;  // commit within big batches: the dirty pages stay in cache
 constexpr size_t kWakeOps = 50000;             // pending ops that wake the writer before the interval
-// pending ops at which add_ops waits for the writer to take them: a writer starved of CPU (a
-// simulated run beside other work) let the pending ops grow without bound, and its first commit
-// could pass a full disk's limit with every step in it (ci53: Sim51WriteFailed kept nothing)
-constexpr size_t kHoldOps = 4 * kWakeOps;
+// pending records (about this many bytes of the file: Pending::file_bytes) at which add_ops,
+// add_step, add_step_records and add_collective wait for the writer to take them: a writer
+// starved of CPU (a simulated run beside other work) let them grow without bound, and its first
+// commit could pass a full disk's limit with every step in it (ci53: Sim51WriteFailed kept nothing)
+constexpr size_t kHoldBytes = 2u << 20;
 // Ops per INSERT statement: one multi-row statement per 100 ops costs about half the CPU time of
 // 100 single-row statements (the per-statement work of sqlite3_step, reset and the cursor is
 // paid once). 9 columns x 100 = 900 parameters, within SQLite's limit of 32766. A divisor of
@@ -66,6 +67,12 @@ struct SessionWriter::Impl {
     std::vector<CollectiveRecord> collectives;
     std::vector<LoadCounter> load;
     std::vector<StepMetric> steps;
+    /// About what the records a run adds every step take in the file, bytes (a packed op about
+    /// 16-24 B, a collective row with its index about 100-130 B: the DLRM simulation of
+    /// Sim51WriteFailed commits 4.3 KB a step of 2 ranks): kHoldBytes' measure.
+    size_t file_bytes() const {
+      return ops.size() * 24 + collectives.size() * 128 + (steps.size() + load.size()) * 64 + memory_events.size() * 64;
+    }
     std::vector<MemoryCounter> memory;
     std::vector<MemoryEvent> memory_events;
     std::vector<MemorySnapshot> snapshots;
@@ -136,7 +143,15 @@ struct SessionWriter::Impl {
   std::map<std::string, sqlite3_stmt*> stmts;
   mutable std::mutex mu;
   std::condition_variable cv;
-  std::condition_variable drained;  // the writer took the pending records (add_ops waits on it)
+  std::condition_variable drained;  // the writer took the pending records (hold_if_behind waits on it)
+  /// Back-pressure (kHoldBytes): with `lock` held on mu, waits while the pending records reach
+  /// kHoldBytes, until the writer takes them or close() stops it; true if it waited.
+  bool hold_if_behind(std::unique_lock<std::mutex>& lock) {
+    if (stop || pending.file_bytes() < kHoldBytes) return false;
+    cv.notify_all();
+    drained.wait(lock, [&] { return stop || pending.file_bytes() < kHoldBytes; });
+    return true;
+  }
   Pending pending;
   std::unordered_map<const char*, int32_t> by_pointer;
   std::unordered_map<std::string, int32_t> by_text;
@@ -341,18 +356,15 @@ void SessionWriter::add_ops(const OpEvent* ops, size_t n) {
     for (size_t i = 0; i < n; ++i) m.pending.op_names.push_back(m.intern(ops[i].name));
     m.ops_received += static_cast<int64_t>(n);
     wake = m.pending.ops.size() >= kWakeOps;  // a burst: start writing before the interval ends
-    if (m.pending.ops.size() >= kHoldOps && !m.stop) {  // the writer is behind: wait until it takes them
-      m.cv.notify_all();
-      m.drained.wait(lock, [&] { return m.stop || m.pending.ops.size() < kHoldOps; });
-      wake = false;
-    }
+    if (m.hold_if_behind(lock)) wake = false;
   }
   if (wake) m.cv.notify_all();
 }
 
 void SessionWriter::add_collective(CollectiveRecord c) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::unique_lock<std::mutex> lock(impl_->mu);
   impl_->pending.collectives.push_back(std::move(c));
+  impl_->hold_if_behind(lock);
 }
 
 void SessionWriter::add_load(const LoadCounter& c) {
@@ -361,8 +373,9 @@ void SessionWriter::add_load(const LoadCounter& c) {
 }
 
 void SessionWriter::add_step(const StepMetric& s) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::unique_lock<std::mutex> lock(impl_->mu);
   impl_->pending.steps.push_back(s);
+  impl_->hold_if_behind(lock);
 }
 
 void SessionWriter::add_memory(const MemoryCounter& mc) {
@@ -382,10 +395,11 @@ void SessionWriter::add_id_histogram(const std::vector<IdHistogramBucket>& bucke
 
 void SessionWriter::add_step_records(const StepMetric& step, const std::vector<LoadCounter>& load,
                                      const std::vector<IdHistogramBucket>& histogram) {
-  std::lock_guard<std::mutex> lock(impl_->mu);  // one lock: the writer takes all of them or none
+  std::unique_lock<std::mutex> lock(impl_->mu);  // one lock: the writer takes all of them or none
   impl_->pending.steps.push_back(step);
   impl_->pending.load.insert(impl_->pending.load.end(), load.begin(), load.end());
   impl_->pending.add_id_histogram(histogram);
+  impl_->hold_if_behind(lock);
 }
 
 void SessionWriter::add_shards(std::vector<ShardRecord> shards) {
@@ -445,7 +459,9 @@ int64_t SessionWriter::ops_received() const {
 void SessionWriter::Impl::loop() {
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
-    cv.wait_for(lock, kCommitInterval, [&] { return stop || pending.ops.size() >= kWakeOps || !pending.flight.empty(); });
+    cv.wait_for(lock, kCommitInterval, [&] {
+      return stop || pending.ops.size() >= kWakeOps || !pending.flight.empty() || pending.file_bytes() >= kHoldBytes;
+    });
     Pending batch;
     std::swap(batch, pending);
     const bool stopping = stop;
