@@ -21,8 +21,10 @@
 // sessions (and the merged one when it is in place): during the merge it cancels it, removing
 // what was written (cancel_writes.h). Its table gives each rank's steps, step
 // mean and last loss from what the rank printed, or, for a rank that printed none (crashed,
-// killed), from its session (figures_from_session; --json ranks[].from_session). Exit: 0 when every rank exited 0; else 2
-// when a rank said bad input (exit 2), else 1.
+// killed), from its session (figures_from_session; --json ranks[].from_session). Exit: 0 when every rank exited 0; 130
+// when the user stopped them at once (a second Ctrl-C or SIGTERM forwarded, every rank ended 0 or by that stop); else
+// 2 when a rank said bad input (exit 2), else 1. The rank session names are refused up front when they exist (without
+// --force-overwrite), and a file at a rank's name that this run did not write is never read as its session.
 
 #include <fcntl.h>
 #include <poll.h>
@@ -379,6 +381,17 @@ int cmd_launch(const LaunchState& s) {
   if (fs::exists(ca.output) && !ca.overwrite)
     throw es::SpecError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
                                     "(--force-overwrite)", ca.output));
+  // the rank sessions too, before any process starts (tester53 F1: a leftover X.rank1.db made
+  // rank 1 alone refuse, after its peers had started)
+  if (!ca.overwrite)
+    for (int r = 0; r < s.n; ++r)
+      if (const std::string rs = rank_session(ca.pattern, r); file_version(rs))
+        throw es::SpecError(fmt::format("{}: already exists (rank {}'s session of {}); choose another name (-o) or "
+                                        "allow overwriting it (--force-overwrite)", rs, r, ca.output));
+  // what is at each rank's session name now: a file there afterwards that is the same one is an
+  // earlier run's (its rank refused before writing; --force-overwrite), never read as this run's
+  std::vector<std::optional<FileVersion>> before;
+  for (int r = 0; r < s.n; ++r) before.push_back(file_version(rank_session(ca.pattern, r)));
   char tmpl[] = "/tmp/embedscope-launch-XXXXXX";
   const char* tmpdir_env = std::getenv("TMPDIR");
   std::string pattern = (tmpdir_env && *tmpdir_env ? std::string(tmpdir_env) : std::string("/tmp")) +
@@ -528,8 +541,14 @@ int cmd_launch(const LaunchState& s) {
   sigaction(SIGUSR1, &old_usr1, nullptr);
   // every rank has ended: from here a Ctrl-C stops launch at once, saying where the sessions are
   std::vector<std::string> sessions;
-  for (const auto& c : kids)
-    if (fs::exists(c.session)) sessions.push_back(c.session);
+  for (const auto& c : kids) {
+    if (written_since(c.session, before[static_cast<size_t>(c.rank)])) {
+      sessions.push_back(c.session);
+    } else if (file_version(c.session)) {
+      fmt::print(stderr, "embedscope launch: rank {} wrote no session; {} was there before this run (not read)\n", c.rank,
+                 c.session);
+    }
+  }
   const json stop_json{{"ended", "cancelled"}, {"session", nullptr}, {"rank_sessions", sessions}, {"stopped_at_once", true}};
   launch_stop_after_run(sessions.empty() ? std::string("no rank wrote a session")
                                          : "nothing was merged; the rank sessions are kept: " +
@@ -563,6 +582,21 @@ int cmd_launch(const LaunchState& s) {
   // a rank killed (seen by launch): the others' errors are its consequence, and the run failed
   // (exit 1), even when it died before the rendezvous completed (the others then end naming it)
   if (!first_death.empty()) code = 1;
+  // the user stopped the run at once (a second Ctrl-C or SIGTERM, forwarded to every rank): each
+  // rank exits 130 as `run` does, and launch with them, not 1 (tester53 F8: read as a failure).
+  // Not when a rank failed on its own (another exit) or refused its input.
+  bool stopped_at_once = false;
+  if (forwarded >= 2 || forwarded_terms >= 2) {
+    bool stopped = false, other = false;
+    for (const auto& c : kids) {
+      const bool by_stop = (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 130) ||
+                           (WIFSIGNALED(c.status) && (WTERMSIG(c.status) == SIGINT || WTERMSIG(c.status) == SIGTERM));
+      stopped = stopped || by_stop;
+      other = other || (!by_stop && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0));
+    }
+    stopped_at_once = stopped && !other;
+  }
+  if (stopped_at_once) code = 130;
   if (code == 2 && sessions.size() < static_cast<size_t>(s.n)) {  // bad input: nothing ran
     if (ca.json) std::cout << dump(json{{"ended", "bad_input"}, {"ranks", ranks}}) << "\n";
     fmt::print(stderr, "error: launch: a rank refused its input (above)\n");
@@ -573,7 +607,9 @@ int cmd_launch(const LaunchState& s) {
   std::vector<int> unwritten;
   for (const auto& c : kids) {
     const json j = json::parse(c.out, nullptr, false);
-    if (!fs::exists(c.session) && j.is_object() && j.value("ended", "") == "write_failed") unwritten.push_back(c.rank);
+    if (std::find(sessions.begin(), sessions.end(), c.session) == sessions.end() && j.is_object() &&
+        j.value("ended", "") == "write_failed")
+      unwritten.push_back(c.rank);
   }
   std::string merged_status = "none", merge_error;
   sessions::MergeSummary sum;
@@ -644,7 +680,8 @@ int cmd_launch(const LaunchState& s) {
            {"align", s.align}};
     j["rebalances"] = json::array();
     for (const auto& rb : rebalances) j["rebalances"].push_back(rebalance_json(rb));
-    j["ended"] = code == 0 ? "complete" : "failed";
+    j["ended"] = code == 0 ? "complete" : stopped_at_once ? "cancelled" : "failed";
+    if (stopped_at_once) j["stopped_at_once"] = true;
     if (!merge_error.empty()) j["merge_error"] = merge_error;
     if (!first_death.empty()) j["first_death"] = first_death;
     if (!sum.alignment_json.empty()) j["alignment"] = json::parse(sum.alignment_json);
@@ -691,7 +728,10 @@ int cmd_launch(const LaunchState& s) {
     if (merged_status != "none") std::cout << fmt::format("\nsession: {} ({} of {} rank sessions)\n", ca.output,
                                                           sessions.size(), s.n);
   }
-  if (sessions.empty() && !first_death.empty())
+  if (stopped_at_once)
+    fmt::print(stderr, "embedscope launch: the ranks were stopped at once by a second {} (exit 130, as run's; their "
+                       "sessions read cancelled by the user)\n", forwarded >= 2 ? "Ctrl-C" : "SIGTERM");
+  else if (sessions.empty() && !first_death.empty())
     fmt::print(stderr, "error: launch: {} before any rank wrote a session; nothing to merge\n", first_death);
   else if (!unwritten.empty())
     fmt::print(stderr, "error: launch: {} could not write {} session (above){}\n",

@@ -397,19 +397,22 @@ int run_then_finish(RunState& s) {
                    s.allow_storage);
   } catch (const std::exception& e) {
     const ProcessArgs& p = s.process;
-    if (dynamic_cast<const es::SpecError*>(&e) && p.rank >= 0 && p.rank < p.world_size && p.world_size > 1 &&
-        !p.rendezvous.empty()) {
+    // bad input (exit 2): a flag, the workload, the plan, or the session file (-o exists, is not a
+    // regular file, or a live run writes it: SessionWriter::check_path); a full disk is not input
+    const bool bad = dynamic_cast<const es::SpecError*>(&e) ||
+                     (dynamic_cast<const embedscope::sessions::SessionError*>(&e) &&
+                      !dynamic_cast<const embedscope::sessions::SessionWriteError*>(&e));
+    if (bad && p.rank >= 0 && p.rank < p.world_size && p.world_size > 1 && !p.rendezvous.empty()) {
       // a refusal before this rank claimed its place: the ranks waiting in the rendezvous end
-      // at once naming it (report_refused_rank), rather than after the collective timeout
+      // at once naming it (report_refused_rank; a rank that has claimed writes nothing), rather
+      // than after the collective timeout (tester53 F1: an existing -o, a SessionError, was not
+      // reported, and its peers waited 30 s)
       try {
         es::launch::report_refused_rank(p.rendezvous, p.run_id, p.rank, e.what());
       } catch (const std::exception&) {  // the store cannot be opened: the error above says so
       }
     }
     if (!s.process.mpi) throw;
-    const bool bad = dynamic_cast<const es::SpecError*>(&e) ||
-                     (dynamic_cast<const embedscope::sessions::SessionError*>(&e) &&
-                      !dynamic_cast<const embedscope::sessions::SessionWriteError*>(&e));  // a full disk: not input
     fmt::print(stderr, "error: {}\n", e.what());
     if (s.json) std::cout << dump(json{{"ended", bad ? "bad_input" : "failed"}, {"error", e.what()}}) << "\n";
     code = bad ? 2 : 1;

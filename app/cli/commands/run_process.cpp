@@ -1,6 +1,8 @@
 // `embedscope run` as one rank per process: flags, a launcher's environment or MPI (run_process.h).
 #include "run_process.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +20,22 @@ namespace embedscope::cli {
 namespace es = embedscope::engine;
 namespace fs = std::filesystem;
 
+std::optional<FileVersion> file_version(const std::string& path) {
+  struct stat sb {};
+  if (path.empty() || lstat(path.c_str(), &sb) != 0) return std::nullopt;
+  FileVersion v;
+  v.dev = sb.st_dev;
+  v.ino = sb.st_ino;
+  v.size = static_cast<int64_t>(sb.st_size);
+  v.mtime_ns = static_cast<int64_t>(sb.st_mtim.tv_sec) * 1'000'000'000 + sb.st_mtim.tv_nsec;
+  v.ctime_ns = static_cast<int64_t>(sb.st_ctim.tv_sec) * 1'000'000'000 + sb.st_ctim.tv_nsec;
+  return v;
+}
+
+bool written_since(const std::string& path, const std::optional<FileVersion>& before) {
+  const std::optional<FileVersion> now = file_version(path);
+  return now && (!before || *now != *before);
+}
 
 void add_process_options(CLI::App* run, ProcessArgs& p) {
   p.rank_opt = run->add_option("--rank", p.rank,
@@ -116,13 +134,12 @@ std::string rank_output(std::string output, ProcessArgs& p) {
   }
   p.output_pattern = output;
   const auto at = output.find("{rank}");
-  if (at == std::string::npos) {
-    if (p.world_size > 1)
-      throw es::SpecError(fmt::format("-o {}: every rank writes its own session; put {{rank}} in the name, e.g. "
-                                      "run.rank{{rank}}.db", output));
-    return p.session = output;
-  }
-  return p.session = rank_session(output, p.rank);
+  if (at == std::string::npos && p.world_size > 1)
+    throw es::SpecError(fmt::format("-o {}: every rank writes its own session; put {{rank}} in the name, e.g. "
+                                    "run.rank{{rank}}.db", output));
+  p.session = at == std::string::npos ? output : rank_session(output, p.rank);
+  p.session_before = file_version(p.session);
+  return p.session;
 }
 
 std::string rank_session(const std::string& pattern, int rank) {
@@ -140,7 +157,8 @@ std::string merged_output(const std::string& pattern) {
 }
 
 int finish_mpi_run(ProcessArgs& p, int code, bool overwrite) {
-  const std::string session = !p.session.empty() && fs::exists(p.session) ? p.session : std::string();
+  // not a file an earlier run left where this rank, refused before it wrote, would have written
+  const std::string session = written_since(p.session, p.session_before) ? p.session : std::string();
   const auto ends = es::launch::mpi_finish(*p.mpi, code, session);
   if (p.mpi->rank != 0) return code;
   int worst = 0;

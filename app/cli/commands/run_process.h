@@ -4,6 +4,9 @@
 // mpirun without --rendezvous), each rank's session name, and the end of an MPI-bootstrapped run
 // (rank 0 merges the rank sessions into one, as `embedscope launch` does).
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -13,6 +16,25 @@
 #include "workload_args.h"
 
 namespace embedscope::cli {
+
+/// One version of a file as lstat(2) sees it: device, inode, size in bytes, and the modification
+/// and status-change times (ns since the epoch). A file written, replaced or re-created after it
+/// was taken differs in at least its times (a new session file also in its inode or size).
+struct FileVersion {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  int64_t size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const FileVersion&) const = default;
+};
+
+/// The version of `path` now (lstat: a symbolic link is itself); nullopt when nothing is there.
+std::optional<FileVersion> file_version(const std::string& path);
+
+/// Whether `path` holds a file that is not `before`: it was not there then, or it was written,
+/// replaced or re-created since. A rank session left by an earlier run and not touched by this one
+/// (its rank refused before writing: tester53 F1) is false.
+bool written_since(const std::string& path, const std::optional<FileVersion>& before);
 
 /// The flags of one rank per process (run --rank, --world-size, --rendezvous, --run-id, --host)
 /// and what resolve_process made of them.
@@ -25,6 +47,9 @@ struct ProcessArgs {
   std::optional<engine::launch::MpiBootstrap> mpi;  ///< set when MPI bootstrapped the store
   std::string output_pattern;  ///< -o as given (with {rank}), set by rank_output
   std::string session;         ///< this rank's session file, set by rank_output
+  /// the file at `session` when rank_output named it (nullopt: none), so that finish_mpi_run
+  /// never reports an earlier run's file as this rank's session (written_since)
+  std::optional<FileVersion> session_before;
 };
 
 /// Adds --rank, --world-size, --rendezvous, --run-id, --host to `run`, bound to `p`.
@@ -39,7 +64,7 @@ void add_process_options(CLI::App* run, ProcessArgs& p);
 std::string resolve_process(ProcessArgs& p, WorkloadArgs& a);
 
 /// -o of one rank: {rank} replaced; without -o NAME.rank{R}.db (NAME from the run id when there
-/// is one, else the time). Sets p.output_pattern and p.session. Throws SpecError for an -o
+/// is one, else the time). Sets p.output_pattern, p.session and p.session_before. Throws SpecError for an -o
 /// without {rank} when the world has more than one rank.
 std::string rank_output(std::string output, ProcessArgs& p);
 
@@ -53,7 +78,8 @@ std::string rank_session(const std::string& pattern, int rank);
 std::string merged_output(const std::string& pattern);
 
 /// The end of an MPI-bootstrapped run, on every rank (mpi_finish): rank 0 merges the sessions of
-/// the ranks that wrote one into merged_output(p.output_pattern) (sessions::merge_sessions,
+/// the ranks that wrote one (written_since: not a file an earlier run left where a refusing rank's
+/// session would be) into merged_output(p.output_pattern) (sessions::merge_sessions,
 /// `overwrite` as -force-overwrite) and prints it on stderr. Returns the exit code of this
 /// process: on rank 0 2 when any rank said bad input, else 1 when any failed or the merge did,
 /// else 0; on the others `code`.
