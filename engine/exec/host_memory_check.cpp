@@ -9,9 +9,9 @@ namespace embedscope::engine::detail {
 
 int64_t host_bytes_of_rank(Backend backend, const DeviceMemoryEstimate& e) {
   switch (backend) {
-    case Backend::cuda: return e.dense + e.buffers + e.host;
+    case Backend::cuda: return add_bytes_saturating(add_bytes_saturating(e.dense, e.buffers), e.host);
     case Backend::simulated: return 0;
-    default: return e.total() + e.host;  // host tables are this process's memory too
+    default: return add_bytes_saturating(e.total(), e.host);  // host tables are this process's memory too
   }
 }
 
@@ -20,7 +20,7 @@ std::string host_memory_refusal(const WorkloadSpec& spec, const std::vector<Devi
   const Backend backend = spec.devices.backend;
   int64_t need = 0;
   for (const auto& e : est)
-    if (process_rank < 0 || e.rank == process_rank) need += host_bytes_of_rank(backend, e);
+    if (process_rank < 0 || e.rank == process_rank) need = add_bytes_saturating(need, host_bytes_of_rank(backend, e));
   if (fits_host_memory(need, machine)) return "";
   const std::string who =
       process_rank >= 0 ? fmt::format("rank {}", process_rank) : fmt::format("all {} ranks", spec.devices.count);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -128,6 +129,17 @@ AllocatorReplay::AllocatorReplay(AllocatorKind kind, int64_t max_split_size)
           {kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind, kMaxMemoryBytes, max_split_size, false})),
       kind_(kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind), max_split_size_(max_split_size) {}
 
+int64_t AllocatorReplay::allocated() const { return add_bytes_saturating(alloc_->allocated_bytes(), beyond_live_); }
+
+MemoryStats AllocatorReplay::stats() const {
+  MemoryStats st = alloc_->stats();
+  if (!beyond()) return st;
+  st.allocated = add_bytes_saturating(st.allocated, beyond_live_);
+  st.peak_allocated = std::max(st.peak_allocated, beyond_peak_);
+  st.peak_reserved = std::max(st.peak_reserved, st.peak_allocated);
+  return st;
+}
+
 ReplayShortfall AllocatorReplay::shortfall_at(int64_t capacity_bytes, AllocatorKind kind) const {
   const auto alloc = DeviceAllocator::create({kind, capacity_bytes, max_split_size_, false});
   std::vector<Allocation> live(ops_.size());  // per take: its block in this replay
@@ -148,7 +160,25 @@ ReplayShortfall AllocatorReplay::shortfall_at(int64_t capacity_bytes, AllocatorK
 
 Allocation AllocatorReplay::take(int64_t bytes) {
   if (bytes <= 0) return {};
-  Allocation a = alloc_->allocate(bytes, "");
+  Allocation a;
+  try {
+    a = alloc_->allocate(bytes, "");
+  } catch (const DeviceOutOfMemory&) {
+    // more than kMaxMemoryBytes (the bookkeeping allocator's capacity, the most any device is
+    // given) live at once (tester53 F6: one table of 2^40 x 65536 fp32 rows, 2^58 bytes, made
+    // `plan` fail with this allocator's OOM): counted beside the allocator, so the replay goes on
+    // and its figures say how far beyond any device the rank is
+    a.size = round_size(bytes);
+    a.requested = bytes;
+    a.id = next_beyond_id_--;
+    beyond_live_ = add_bytes_saturating(beyond_live_, a.size);
+    beyond_peak_ = std::max(beyond_peak_, add_bytes_saturating(alloc_->allocated_bytes(), beyond_live_));
+    op_of_id_[a.id] = ops_.size();
+    ops_.push_back({bytes, 0, what_, iteration_});
+    largest_block_ = std::max(largest_block_, a.size);
+    return a;
+  }
+  if (beyond_live_ > 0) beyond_peak_ = std::max(beyond_peak_, add_bytes_saturating(alloc_->allocated_bytes(), beyond_live_));
   op_of_id_[a.id] = ops_.size();
   ops_.push_back({bytes, 0, what_, iteration_});
   largest_block_ = std::max(largest_block_, a.size);
@@ -174,6 +204,11 @@ void AllocatorReplay::give(Allocation& a) {
   const auto it = op_of_id_.find(a.id);
   ops_.push_back({0, it->second, "", iteration_});
   op_of_id_.erase(it);
+  if (a.id < 0) {  // counted beside the allocator (take)
+    beyond_live_ -= a.size;
+    a = {};
+    return;
+  }
   if (a.size <= kSmallSize) {
     small_live_ -= a.size;
   } else {
@@ -287,24 +322,24 @@ class Replay {
         const TableSpec& t = spec_.tables[static_cast<size_t>(tp.table)];
         const ShardBuffers b = shard_buffers(spec_.optimizer.type, t, s.num_rows, s.num_cols);
         if (t.placement != TablePlacement::device) {  // rows and state in host memory, the cache here
-          out_.host += b.weights[0] + b.state[0] + b.state[1];
+          out_.host = add_bytes_saturating(out_.host, b.weights[0] + b.state[0] + b.state[1]);
           if (t.placement != TablePlacement::host_cached || s.num_rows == 0 || s.num_cols == 0) continue;
-          out_.host += 8 * s.num_rows * (t.cache_policy == CachePolicy::lfu ? 2 : 1);  // row -> slot, lfu's counts
+          out_.host = add_bytes_saturating(out_.host, 8 * s.num_rows * (t.cache_policy == CachePolicy::lfu ? 2 : 1));  // row -> slot, lfu's counts
 
           const int64_t bytes = cache_slots(t.cache_load_factor, s.num_rows) * s.num_cols * 4;
           mem_.set_context("device cache", -1);
-          out_.cache += take(bytes).size > 0 ? round_size(bytes) : 0;
+          out_.cache = add_bytes_saturating(out_.cache, take(bytes).size > 0 ? round_size(bytes) : 0);
           continue;
         }
         // the breakdown counts each buffer rounded to 512 B; an unsplit block remainder the
         // allocator adds stays in the peak (and so in DeviceMemoryEstimate::buffers)
         auto weights = [&](int64_t bytes) {
           mem_.set_context("weights", -1);
-          out_.weights += take(bytes).size > 0 ? round_size(bytes) : 0;
+          out_.weights = add_bytes_saturating(out_.weights, take(bytes).size > 0 ? round_size(bytes) : 0);
         };
         auto state = [&](int64_t bytes) {
           mem_.set_context("optimizer state", -1);
-          out_.optimizer_state += take(bytes).size > 0 ? round_size(bytes) : 0;
+          out_.optimizer_state = add_bytes_saturating(out_.optimizer_state, take(bytes).size > 0 ? round_size(bytes) : 0);
         };
         // rank.cpp's order: fp32 rows, then the state; a low-rank or encoded table's rows after it
         const bool rows_first = t.data_type == TableDataType::fp32 && t.low_rank_dim == 0;

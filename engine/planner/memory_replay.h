@@ -22,7 +22,7 @@ namespace embedscope::engine::detail {
 
 /// One rank's device memory as an estimate replays it: the buffers a run takes and gives back,
 /// in the run's order, through an allocator of `kind` (memory/allocator.h; bookkeeping only,
-/// capacity kMaxMemoryBytes), so the estimate counts the caching allocator's rounding, its
+/// capacity kMaxMemoryBytes; blocks past it are counted beside it, beyond()), so the estimate counts the caching allocator's rounding, its
 /// unsplit block remainders and its segments as the run does. Used by the DLRM replay below
 /// (replay_memory) and by the lm_embedding estimate (planner/lm_memory_estimate.h). Besides the
 /// allocator's own stats it keeps the largest block taken and the least any layout of
@@ -59,9 +59,17 @@ class AllocatorReplay {
   ReplayShortfall shortfall_at(int64_t capacity_bytes, AllocatorKind kind) const;
   /// Gives `a` back and empties it; nothing for an empty one.
   void give(Allocation& a);
-  int64_t allocated() const { return alloc_->allocated_bytes(); }
-  /// The allocator's figures (peak_allocated, peak_reserved, ...).
-  MemoryStats stats() const { return alloc_->stats(); }
+  /// Bytes of the live blocks (those counted beside the allocator included, beyond()).
+  int64_t allocated() const;
+  /// The allocator's figures (peak_allocated, peak_reserved, ...). Once beyond(): allocated and
+  /// peak_allocated count the blocks beside the allocator too, and peak_reserved is at least
+  /// peak_allocated (segments and fragmentation figures are the allocator's own).
+  MemoryStats stats() const;
+  /// Whether a take ran past the allocator's capacity, kMaxMemoryBytes (1 PiB, the most a device
+  /// may have): such a block (and every later one the allocator cannot hold) is counted beside
+  /// the allocator, its size rounded to 512 B, so the replay goes on and its peak is more than
+  /// any device holds (sums saturate at INT64_MAX). Its take is recorded, so shortfall_at refuses it.
+  bool beyond() const { return next_beyond_id_ < -1; }
   int64_t largest_block() const { return largest_block_; }
   int64_t min_reserved_caching() const { return min_reserved_caching_; }
   int64_t min_reserved_expandable() const { return min_reserved_expandable_; }
@@ -86,6 +94,9 @@ class AllocatorReplay {
   std::multiset<int64_t> large_live_;  // sizes of the live blocks of the large pool
   int64_t large_sum_ = 0;
   int64_t largest_block_ = 0, min_reserved_caching_ = 0, min_reserved_expandable_ = 0;
+  // blocks beyond the allocator's capacity (beyond()): their ids -1, -2, ...; the live bytes;
+  // the peak of the allocator's live bytes plus these
+  int64_t next_beyond_id_ = -1, beyond_live_ = 0, beyond_peak_ = 0;
 };
 
 /// Mean and variance of the ids in one bag of a feature: a fixed length `mean` (variance 0), or

@@ -509,6 +509,11 @@ RunStats analyze(const SessionReader& session) {
 }
 
 std::string unequal_rank_steps_text(const RunStats& st) {
+  const std::string note = unequal_rank_steps_note(st);
+  return note.empty() ? note : "steps        " + note + "\n";
+}
+
+std::string unequal_rank_steps_note(const RunStats& st) {
   if (st.rank_step_counts.empty()) return "";
   // ranks grouped by the steps they hold, fewest first
   std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>> groups;
@@ -518,9 +523,9 @@ std::string unequal_rank_steps_text(const RunStats& st) {
     each += fmt::format("{}rank{} {} {} step{} (through step {})", each.empty() ? "" : "; ", rs.size() == 1 ? "" : "s",
                         rank_list(rs), key.second, key.second == 1 ? "" : "s", key.first);
   return fmt::format(
-      "steps        the ranks hold different steps (a rank stopped early; a killed process loses the steps it had not "
+      "the ranks hold different steps (a rank stopped early; a killed process loses the steps it had not "
       "committed): {}. The imbalance is over the steps through step {}, which every rank holds; each rank's row sums "
-      "its own steps, and the per-step figures divide by the {} counted steps\n",
+      "its own steps, and the per-step figures divide by the {} counted steps",
       each, st.common_last_step, st.counted_steps());
 }
 

@@ -82,7 +82,7 @@ HostVerdict host_verdict(const es::WorkloadSpec& spec, const std::vector<es::Dev
   if (!v.measured) return v;
   v.machine = es::this_host_memory();
   v.refusal = es::detail::host_memory_refusal(spec, est, -1, v.machine);
-  for (const auto& e : est) v.need += es::detail::host_bytes_of_rank(spec.devices.backend, e);
+  for (const auto& e : est) v.need = es::add_bytes_saturating(v.need, es::detail::host_bytes_of_rank(spec.devices.backend, e));
   return v;
 }
 

@@ -95,8 +95,8 @@ InputFigures input_figures(const sessions::SessionReader& session) {
       (in.batches == in.run_batches ? fmt::format("the {} batches of the {} measured steps{}", in.batches, spec.steps, held)
                                     : fmt::format("the first {} of the {} batches of the {} measured steps{}", in.batches,
                                                   in.run_batches, spec.steps, held)) +
-      (spec.warmup_steps == 1   ? std::string(" (the warm-up step's left out, as above)")
-       : spec.warmup_steps > 1 ? fmt::format(" (the {} warm-up steps' left out, as above)", spec.warmup_steps)
+      (spec.warmup_steps == 1   ? std::string(" (the warm-up step is left out, as above)")
+       : spec.warmup_steps > 1 ? fmt::format(" (the {} warm-up steps are left out, as above)", spec.warmup_steps)
                                : std::string());
   out.source = fmt::format("{}: {}, {} samples{}", what, counted, in.samples,
                            in.skipped_lines > 0 ? fmt::format(", {} malformed lines skipped", in.skipped_lines) : "");

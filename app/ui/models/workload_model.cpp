@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -96,6 +98,82 @@ json parse_ids(const QString& text, json ids) {
   if (parts.size() == 2) ids["alpha"] = alpha;
   return ids;
 }
+
+// The JSON pointer a refusal names: "<origin>: <pointer>: <reason>" from the validator,
+// "<pointer>: <reason>" from the planner; "" when it names none.
+std::string refused_pointer(const std::exception& e) {
+  std::string msg = e.what();
+  const std::string prefix = std::string(kOrigin) + ": ";
+  if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+  if (msg.empty() || msg[0] != '/') return {};
+  const size_t end = msg.find(": ");
+  return end == std::string::npos ? msg : msg.substr(0, end);
+}
+
+// Whether taking `pointer` out of a document keeps its table and feature rows: not "", not
+// /tables or /features themselves, not one of their entries (a key of an entry may go).
+bool keeps_rows(const std::string& pointer) {
+  const auto t = tokens_of(pointer);
+  if (t.empty()) return false;
+  if (t[0] == "tables" || t[0] == "features") return t.size() >= 3;
+  return true;
+}
+
+// A refused document with each key the engine refuses taken out, one refusal at a time (at most
+// 32): the workload it is without them, parsed and planned (tester53 F9: the defaults and the
+// planner's ranks a file with "bogus": 1 would show once the key goes). nullopt when a refusal
+// names nothing the document has (a required key, a bad value's parent) or would drop a row.
+struct Repaired {
+  engine::WorkloadSpec spec;
+  engine::ShardingPlan plan;
+};
+std::optional<Repaired> without_refused_keys(json doc) {
+  for (int round = 0; round < 32; ++round) {
+    try {
+      Repaired r{engine::parse_workload(doc, kOrigin), {}};
+      r.plan = engine::plan_sharding(r.spec);
+      return r;
+    } catch (const std::exception& e) {
+      const std::string pointer = refused_pointer(e);
+      if (!keeps_rows(pointer)) return std::nullopt;
+      const json::json_pointer p(pointer);
+      if (!doc.contains(p)) return std::nullopt;
+      json& parent = doc[p.parent_pointer()];
+      if (parent.is_object()) {
+        parent.erase(p.back());
+      } else if (parent.is_array()) {
+        parent.erase(static_cast<size_t>(std::strtoull(p.back().c_str(), nullptr, 10)));
+      } else {
+        return std::nullopt;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// Adds to `doc` what `defaults` has and it lacks: an object's missing keys, recursively; an array
+// of named objects (tables, features) entry by entry where the names agree, and the entries
+// `defaults` appends (features the tables name but the document does not list) when every entry
+// agreed. What the document has is kept as written.
+void fill_missing(json& doc, const json& defaults) {
+  if (doc.is_object() && defaults.is_object()) {
+    for (const auto& [key, value] : defaults.items()) {
+      if (!doc.contains(key)) doc[key] = value;
+      else fill_missing(doc[key], value);
+    }
+    return;
+  }
+  if (!doc.is_array() || !defaults.is_array() || defaults.size() < doc.size()) return;
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const json& d = defaults[i];
+    if (!doc[i].is_object() || !d.is_object() || !doc[i].contains("name") || d.value("name", json()) != doc[i]["name"])
+      return;
+  }
+  for (size_t i = 0; i < defaults.size(); ++i) {
+    if (i < doc.size()) fill_missing(doc[i], defaults[i]);
+    else doc.push_back(defaults[i]);
+  }
+}
 }  // namespace
 
 WorkloadModel::WorkloadModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -138,6 +216,10 @@ void WorkloadModel::load_file(const std::string& path) {
     json doc = json::parse(in, nullptr, false);
     if (doc.is_discarded() || !doc.is_object() || !doc.contains("tables") || !doc["tables"].is_array()) throw;
     if (!doc.contains("name")) doc["name"] = std::filesystem::path(path).stem().string();
+    // the defaults a valid file is given (its normalized form), where the file leaves them out and
+    // the workload without its refused keys has them: fixing the error keeps them (tester53 F9:
+    // no devices.memory_bytes read "1 MiB", the box's minimum, where a valid file reads 8 GiB)
+    if (const auto repaired = without_refused_keys(doc)) fill_missing(doc, engine::to_json(repaired->spec));
     set_workload(std::move(doc));
   }
 }
@@ -232,6 +314,10 @@ void WorkloadModel::revalidate() {
     memory_ = engine::estimate_memory(*spec_, *plan_);
     engine::check_memory_fits(*spec_, memory_);
   } catch (const std::exception& e) {
+    // the planner's ranks (the grey "auto: ..." cells) of the workload without the keys the engine
+    // refuses, where taking them out keeps every row (tester53 F9: "bogus": 1 emptied the column)
+    if (!plan_)
+      if (auto repaired = without_refused_keys(doc_)) plan_ = std::move(repaired->plan);
     // "<origin>: <pointer>: <reason>" from the validator, "<pointer>: <reason>" from the planner
     QString msg = QString::fromUtf8(e.what());
     const QString prefix = QString(kOrigin) + ": ";

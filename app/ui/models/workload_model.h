@@ -40,7 +40,11 @@ class WorkloadModel : public QAbstractTableModel {
   /// NAME` ...".
   void load_preset(const std::string& name);
   /// A workload file: normalized when valid; kept as written when it is JSON with a "tables"
-  /// array but fails validation (the error then shows in the designer). Throws engine::SpecError
+  /// array but fails validation (the error then shows in the designer), with the defaults the
+  /// normalized form would add where the file leaves a key out (devices.memory_bytes 8 GiB, ...;
+  /// tables and features entry by entry), taken from the workload without the keys the engine
+  /// refuses - none where that workload is not valid either (a required key missing, a table
+  /// entry that is no object). Throws engine::SpecError
   /// (naming the file) for a file that cannot be read or is not such JSON, and "PATH: an
   /// lm_embedding workload (\"model\": \"lm_embedding\"): the designer edits DLRM (embedding-bag)
   /// workloads only; ..." for an lm_embedding workload.
@@ -76,7 +80,8 @@ class WorkloadModel : public QAbstractTableModel {
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
   /// DisplayRole/EditRole: the cell as text (Ranks without an override shows the planner's
-  /// choice, "auto: 0, 1", in grey; its EditRole is then empty); BackgroundRole: red on the
+  /// choice, "auto: 0, 1", in grey - for a refused workload that of the workload without the keys
+  /// the engine refuses, where it has one; its EditRole is then empty); BackgroundRole: red on the
   /// error cell; ToolTipRole: the error on that cell; ChoicesRole: values of Pooling and Sharding.
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   /// Stores the edit in the document as typed (an integer where the text is one, else the

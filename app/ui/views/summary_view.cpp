@@ -329,6 +329,10 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   // a pipelined run's drain steps, left out of the figures above as `stats` says (tester46 F21)
   if (const std::string drain = sessions::drain_steps_text(st.pipeline, st.steps, st.drain_steps, st.all_drain); !drain.empty())
     text += "<br>" + QString::fromStdString(drain).trimmed().toHtmlEscaped();
+  // ranks that hold different steps (a killed rank of a merged launch): the note `stats` prints
+  // under its figures, from the same function (tester53 F10)
+  if (const std::string unequal = sessions::unequal_rank_steps_note(st); !unequal.empty())
+    text += "<br>" + QString::fromStdString(unequal).toHtmlEscaped();
   // a GPU run: how busy its streams were, its host threads' exposed communication beside the
   // streams' above, what its GPU trace lost; the lines of `embedscope stats` (ux41 #6)
   const QString gpu_lines = QString::fromStdString(figures.gpu_lines);

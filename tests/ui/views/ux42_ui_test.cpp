@@ -200,7 +200,7 @@ TEST(Ux42Ui, TheInputPerFeatureIsOverTheMeasuredSteps) {
   EXPECT_EQ(f.inspection.batches, 3 * ranks);
   EXPECT_EQ(f.inspection.warmup_batches_left_out, 2 * ranks);
   EXPECT_NE(f.source.find(": the " + std::to_string(3 * ranks) +
-                          " batches of the 3 measured steps (the 2 warm-up steps' left out, as above), " +
+                          " batches of the 3 measured steps (the 2 warm-up steps are left out, as above), " +
                           std::to_string(3 * ranks * spec.batch_size) + " samples"),
             std::string::npos)
       << f.source;

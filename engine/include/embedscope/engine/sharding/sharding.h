@@ -4,6 +4,7 @@
 // overrides with explicit ranks, and a greedy placement for what the user left open.
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -74,6 +75,13 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec);
 std::map<std::string, TableSharding> plan_overrides(const WorkloadSpec& spec, const ShardingPlan& plan);
 
 /// Planned bytes per device, before anything is allocated.
+/// a + b for byte counts a, b >= 0, at most INT64_MAX: the sums of an estimate, whose tables
+/// may reach 2^58 bytes each (2^40 rows x 65536 fp32 columns) so that a rank's sum can pass
+/// int64 (tester53 F6).
+inline int64_t add_bytes_saturating(int64_t a, int64_t b) {
+  return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max() : a + b;
+}
+
 struct DeviceMemoryEstimate {
   int rank = 0;
   int64_t weights = 0;          ///< embedding shards, in each table's data_type (row_bytes of quant/row_codec.h)
@@ -108,7 +116,13 @@ struct DeviceMemoryEstimate {
   /// ... whether it was fragmentation (the free bytes were there, not where a segment could be
   /// made), and whether the expandable / direct allocator serves the same replay at that capacity
   bool shortfall_fragmentation = false, expandable_serves = false, direct_serves = false;
-  int64_t total() const { return weights + optimizer_state + cache + dense + buffers; }
+  /// weights + optimizer_state + cache + dense + buffers, at most INT64_MAX (a rank beyond any
+  /// device's kMaxMemoryBytes, tester53 F6, may hold tables of up to 2^58 bytes each)
+  int64_t total() const {
+    int64_t t = 0;
+    for (const int64_t b : {weights, optimizer_state, cache, dense, buffers}) t = add_bytes_saturating(t, b);
+    return t;
+  }
 };
 
 /// Batches beyond the current one whose buffers the pipeline keeps in device memory while the

@@ -164,9 +164,13 @@ struct RunStats {
 };
 
 /// One line saying that the ranks hold different steps and which steps each figure uses
-/// ("steps        ranks hold different steps: ..."), "" when RunStats::rank_step_counts is
-/// empty (tester49 F14).
+/// ("steps        the ranks hold different steps ...: rank 1 200 steps (through step 199); ranks 0, 2
+/// 201 steps ...\n", `stats`' line), "" when RunStats::rank_step_counts is empty (tester49 F14):
+/// "steps" and unequal_rank_steps_note.
 std::string unequal_rank_steps_text(const RunStats& st);
+/// unequal_rank_steps_text's sentence alone, without its "steps" column or the newline ("the
+/// ranks hold different steps ..."; the workbench's Summary, tester53 F10), "" as there.
+std::string unequal_rank_steps_note(const RunStats& st);
 
 /// Computes RunStats from a session. Throws SessionError on an unreadable file.
 RunStats analyze(const SessionReader& session);
