@@ -94,6 +94,15 @@ void FlightRecorder::completed(Id id) {
   }
 }
 
+void FlightRecorder::failed(Id id) noexcept {
+  try {
+    const int64_t t = now_ns();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto* e = find(id); e && e->state != "completed") e->time_completed_ns = t;
+  } catch (...) {  // a mutex that cannot be locked: the entry keeps no failure time
+  }
+}
+
 void FlightRecorder::set_step(int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   step_ = step;

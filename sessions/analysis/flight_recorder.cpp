@@ -349,6 +349,56 @@ FlightAnalysis analyze_flight_records(const std::vector<FlightRecord>& records, 
       }
     }
   }
+  // --- a member that stayed inside a failed collective long after its peers had failed (tester53
+  // F4). A rank closes its connections when it fails, so a running member of its groups leaves any
+  // collective at once then (or at its own timeout before): a member X that entered a collective
+  // of group G before the first of G's other members failed, and failed there more than
+  // max(timeout, 1 s) after the last of them had, did not run meanwhile (SIGSTOP, swapping, a
+  // debugger). A failed record keeps its state and has time_completed_ns >= 0 (its failure time).
+  const auto failed = [](const FlightRecord& e) { return e.state != "completed" && e.time_completed_ns >= 0; };
+  std::map<int32_t, int64_t> first_failure;  // rank -> its earliest failure time in the dump
+  for (const auto& st : a.ranks)
+    for (const auto& e : st.in_flight)
+      if (failed(e)) {
+        auto [it, fresh] = first_failure.try_emplace(st.rank, e.time_completed_ns);
+        if (!fresh) it->second = std::min(it->second, e.time_completed_ns);
+      }
+  for (const auto& sx : a.ranks)
+    for (const auto& ex : sx.in_flight) {
+      if (!failed(ex) || stall_said.count({sx.rank, ex.group, ex.sequence})) continue;
+      int64_t first_peer = std::numeric_limits<int64_t>::max(), last_peer = std::numeric_limits<int64_t>::min();
+      std::vector<int32_t> peers;
+      const auto mit = members.find(ex.group);
+      if (mit == members.end()) continue;
+      for (int32_t p : mit->second) {
+        const auto f = first_failure.find(p);
+        if (p == sx.rank || f == first_failure.end()) continue;
+        peers.push_back(p);
+        first_peer = std::min(first_peer, f->second);
+        last_peer = std::max(last_peer, f->second);
+      }
+      const int64_t timeout_ms = ex.timeout_ms;
+      const int64_t margin_ns = std::max<int64_t>(timeout_ms, 1000) * 1'000'000;
+      if (peers.empty() || timeout_ms <= 0 || ex.time_created_ns >= first_peer ||
+          ex.time_completed_ns - last_peer <= margin_ns)
+        continue;
+      stall_said.insert({sx.rank, ex.group, ex.sequence});
+      FlightFinding f;
+      f.kind = FlightFinding::Kind::stalled;
+      f.ranks = {sx.rank};
+      f.groups = {ex.group};
+      f.sequences = {ex.sequence};
+      f.text = fmt::format(
+          "rank {} stalled in {}: it had entered it before {} failed ({} ms timeout), and failed there only {:.1f} s "
+          "after the last of them, {:.1f} s after it entered; a running rank leaves a collective at its timeout or "
+          "as soon as its peers close their connections, so rank {}'s process did not run meanwhile (a stopped or "
+          "stalled process: SIGSTOP, swapping, a debugger; not a slow link)",
+          sx.rank, describe(ex), ranks_phrase(peers), timeout_ms,
+          static_cast<double>(ex.time_completed_ns - last_peer) / 1e9,
+          static_cast<double>(ex.time_completed_ns - ex.time_created_ns) / 1e9, sx.rank);
+      stalled.push_back(std::move(f));
+      break;  // one finding per rank: its oldest such collective
+    }
   std::set<int32_t> said;  // ranks a finding above already names as having left no dump
   for (const auto& f : not_reached)
     if (f.ranks.size() != 1 || !state_of(f.ranks.front()).dumped) said.insert(f.ranks.begin(), f.ranks.end());

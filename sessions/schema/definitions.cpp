@@ -419,7 +419,7 @@ const RecordTable<FlightRecord>& flight_recorder_table() {
        field<&FlightRecord::state>("state", "`scheduled` (entered), `started` (arrived, transfer running) or `completed`"),
        field<&FlightRecord::time_created_ns>("time_created_ns", "the rank entered the collective, ns"),
        field<&FlightRecord::time_started_ns>("time_started_ns", "its transfer began, ns; -1 not yet"),
-       field<&FlightRecord::time_completed_ns>("time_completed_ns", "it returned on this rank, ns; -1 not yet"),
+       field<&FlightRecord::time_completed_ns>("time_completed_ns", "it returned on this rank, ns (state `completed`), or threw there (any other state: it failed then); -1 not yet"),
        field<&FlightRecord::timeout_ms>("timeout_ms", "the group's collective timeout, ms")});
   return t;
 }

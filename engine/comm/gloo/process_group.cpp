@@ -27,6 +27,7 @@
 #include "embedscope/engine/comm/collective_math.h"
 #include "comm/gloo/key_eraser.h"
 #include "comm/gloo/stranded_sends.h"
+#include "comm/gloo/pause_watch.h"
 
 namespace embedscope::engine {
 
@@ -266,6 +267,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Rendezvous> rv, std::string name, std
   auto& rimpl = rv_->impl();
   impl_->ctx = std::make_shared<gloo::rendezvous::Context>(group_rank_, size());
   impl_->ctx->setTimeout(timeout_);
+  PauseWatch::instance();  // its ticker runs from now: a failed collective asks it whether this process was stopped
   try {
     gloo::rendezvous::PrefixStore prefixed(name_, *rimpl.store);
     auto device = rimpl.get_device();
@@ -316,6 +318,7 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
     if (!splits.recv.empty()) out = std::accumulate(splits.recv.begin(), splits.recv.end(), int64_t{0});
     flight = flight_->scheduled(name_, members_, seq, kind, op_name, dtype, in, out, timeout_.count());
   }
+  const FlightFailMark flight_failed(flight_, flight);  // any throw below records when it failed
   if (closed_)
     throw CollectiveError(fmt::format("{} not started: this rank closed its connections after an earlier failure",
                                       collective_head(kind, op_name, name_, seq)),
@@ -368,11 +371,22 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
     body(static_cast<uint32_t>(seq & 0xffffff));
   } catch (const gloo::Exception& e) {
     if (closed_) throw closed_in_flight(e.what());
+    const std::string what = e.what();
+    // this rank's own process did not run for longer than the timeout inside the collective (it
+    // was stopped and continued): the cause of its peers' failure, not a victim of a peer (tester53
+    // F4), so a hang of its own (timed out: ended hang, no consequence), whatever Gloo said
+    // (a timeout, or the connection its peers closed meanwhile)
+    {
+      const int64_t from = std::chrono::duration_cast<std::chrono::nanoseconds>(steady_start.time_since_epoch()).count();
+      const int64_t paused = PauseWatch::instance().paused_ns(from, PauseWatch::now_ns());
+      if (paused > std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_).count())
+        throw CollectiveError(self_paused_text(collective_head(kind, op_name, name_, seq), paused, timeout_.count(), what),
+                              name_, seq, {}, true);
+    }
     std::vector<int> missing;
     for (int r = 0; r < size(); ++r)
       if (!rimpl.has(arrival_key(name_, seq, r))) missing.push_back(members_[static_cast<size_t>(r)]);
     const std::string head = collective_head(kind, op_name, name_, seq);
-    const std::string what = e.what();
     // everyone came, and a peer stopped sending: stopped or stalled inside the collective (SIGSTOP,
     // swapping, a debugger: tester47 F10), or its transfer too slow for the timeout
     if (missing.empty() && what.find("Timed out") != std::string::npos)

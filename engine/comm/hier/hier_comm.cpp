@@ -122,6 +122,7 @@ void HierComm::run(const char* kind, const char* op_name, Meta meta, const std::
     const int64_t out = meta.recv.empty() ? meta.elements : sum(meta.recv);
     flight = flight_->scheduled(name_, members_, seq, kind, op_name, dtype, in, out, timeout_.count());
   }
+  const FlightFailMark flight_failed(flight_, flight);  // any throw below records when it failed
   const std::string head = collective_head(kind, op_name, name_, seq);
   if (closed_)
     throw CollectiveError(fmt::format("{} not started: this rank closed its connections after an earlier failure", head),

@@ -109,6 +109,7 @@ void LocalComm::run(const char* kind, const char* op_name, Meta meta, const void
     const int64_t out = meta.recv.empty() ? meta.elements : sum(meta.recv);
     flight = flight_->scheduled(g.name(), g.members(), seq, kind, op_name, dtype, in, out, g.timeout().count());
   }
+  const FlightFailMark flight_failed(flight_, flight);  // any throw below records when it failed
   if (closed_)
     throw CollectiveError(fmt::format("{} not started: this rank closed its connections after an earlier failure",
                                       collective_head(kind, op_name, g.name(), seq)),

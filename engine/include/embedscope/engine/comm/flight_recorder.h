@@ -8,7 +8,8 @@
 // request). Here a ProcessGroup (comm/gloo_process_group.h) records each collective it runs:
 //   scheduled  the rank entered the collective and took its sequence number,
 //   started    it marked its arrival in the store and its transfer began,
-//   completed  the collective returned on this rank (a collective that threw stays started);
+//   completed  the collective returned on this rank (a collective that threw keeps its state,
+//              scheduled or started, with the time it threw in time_completed_ns: failed());
 // an NcclComm (comm/nccl_comm.h) each collective it issues: scheduled at the host's call,
 // started once enqueued on the comm stream, completed when its end event is seen.
 // The threaded executor dumps every local rank's ring into the session (table
@@ -20,6 +21,7 @@
 // except the entry's strings.
 
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <span>
 #include <string>
@@ -62,6 +64,11 @@ class FlightRecorder {
   void started(Id id);
   /// The entry's state becomes completed (time completed now). No-op when it has left the ring.
   void completed(Id id);
+  /// The collective threw on this rank: the entry keeps its state (scheduled or started) and its
+  /// time_completed_ns becomes now, the time it failed (an entry whose state is not completed and
+  /// whose time_completed_ns is >= 0 failed then). No-op for a completed entry, or one that has
+  /// left the ring. Never throws.
+  void failed(Id id) noexcept;
   /// The training step later entries are recorded under (the rank sets it as it goes).
   void set_step(int64_t step);
 
@@ -85,6 +92,26 @@ class FlightRecorder {
   std::vector<sessions::FlightRecord> ring_;
   int64_t next_id_ = 0;  // record_id of the next entry
   int64_t step_ = 0;
+};
+
+/// Marks a collective's entry failed (FlightRecorder::failed) when it is destroyed while an
+/// exception thrown after its construction unwinds the stack: a collective constructs one right
+/// after scheduled(), and any way it throws from then on records the time it failed. `recorder`
+/// null: does nothing.
+class FlightFailMark {
+ public:
+  FlightFailMark(FlightRecorder* recorder, FlightRecorder::Id id)
+      : recorder_(recorder), id_(id), uncaught_(std::uncaught_exceptions()) {}
+  ~FlightFailMark() {
+    if (recorder_ && std::uncaught_exceptions() > uncaught_) recorder_->failed(id_);
+  }
+  FlightFailMark(const FlightFailMark&) = delete;
+  FlightFailMark& operator=(const FlightFailMark&) = delete;
+
+ private:
+  FlightRecorder* recorder_;
+  FlightRecorder::Id id_;
+  int uncaught_;
 };
 
 }  // namespace embedscope::engine

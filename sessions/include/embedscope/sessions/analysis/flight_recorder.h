@@ -65,7 +65,8 @@ struct FlightFinding {
     mismatch,        ///< members ran different collectives (op or name) at one sequence, or disagree on a group's members
     not_reached,     ///< a member never entered the collective its peers wait in
     /// A member spent longer than the group's timeout inside a collective a peer timed out in (it
-    /// completed it late: a stopped or stalled process), so that peer never reached the next one.
+    /// completed it late: a stopped or stalled process), so that peer never reached the next one;
+    /// or it failed in a collective long after every peer had failed (its process did not run).
     stalled,
     no_dump,         ///< a rank of the world left no dump
   };
@@ -110,6 +111,20 @@ struct FlightAnalysis {
 /// in it, longer than the 30000 ms timeout after which rank 0 gave up (a stopped or stalled
 /// process: SIGSTOP, swapping, a debugger); rank 0 then left it and did not reach all_to_all 'y'
 /// (group world, sequence 1740), which rank 1 waits in".
+///
+/// A failed record (state not completed, time_completed_ns >= 0: the time it threw on that
+/// rank) of rank X in (G, s), where X entered (G, s) before the first other member of G failed
+/// (its earliest failed record, any collective) and failed there more than max(timeout_ms,
+/// 1000 ms) after the last of them had (the session clock), says X did not run meanwhile: a rank
+/// closes its connections when it fails, so a running member leaves any collective at once then,
+/// or at its own timeout before (tester53 F4: a rank SIGSTOPped inside a collective and
+/// continued after its peers' timeout). Finding `stalled`, ranks {X}, sequences {s}, one per rank
+/// (its oldest such collective), before the not_reached ones: "rank 2 stalled in all_gather 'x'
+/// (group world, sequence 1189): it had entered it before ranks 0, 1 failed (300 ms timeout), and
+/// failed there only 3.7 s after the last of them, 4.0 s after it entered; a running rank leaves a
+/// collective at its timeout or as soon as its peers close their connections, so rank 2's process
+/// did not run meanwhile (a stopped or stalled process: SIGSTOP, swapping, a debugger; not a slow
+/// link)". Files without failure times (written before they were recorded) never give it.
 ///
 /// Example: ranks 0 and 1 both in groups a and b; rank 0 completed a#1, b#1 and waits in a#2;
 /// rank 1 completed a#1, b#1 and waits in b#2. Findings: opposite_order, ranks {0, 1}, groups

@@ -31,7 +31,9 @@ struct FlightRecord {
   std::string state;           ///< "scheduled", "started" or "completed"
   int64_t time_created_ns = 0;     ///< the rank entered the collective
   int64_t time_started_ns = -1;    ///< it marked its arrival and the transfer began; -1 not yet
-  int64_t time_completed_ns = -1;  ///< the collective returned on this rank; -1 not yet
+  /// the collective returned on this rank (state completed), or threw there (state scheduled or
+  /// started: it failed at this time; files written before this was recorded keep -1); -1 not yet
+  int64_t time_completed_ns = -1;
   int64_t timeout_ms = 0;      ///< the group's collective timeout
 };
 
