@@ -52,9 +52,10 @@ int64_t PauseWatch::now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-PauseWatch::PauseWatch() : state_(new State) {
+PauseWatch::PauseWatch() : state_(new State) { state_->last_tick = now_ns(); }
+
+void PauseWatch::start() {
   State* s = state_;
-  s->last_tick = now_ns();
   std::thread([s] {
     for (;;) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(kTickNs));
@@ -71,13 +72,20 @@ PauseWatch::PauseWatch() : state_(new State) {
 
 PauseWatch& PauseWatch::instance() {
   // never destroyed: its ticker runs until the process exits. A child forked after the ticker
-  // started has the watch but no ticker: it starts its own (the parent's is left, unused).
+  // started has the watch but no ticker: it starts its own (the parent's is kept, unused).
   static std::atomic<PauseWatch*> current{nullptr};
+  static std::atomic<PauseWatch*> inherited{nullptr};  // the parent's, kept reachable (no leak report)
   PauseWatch* w = current.load();
   while (!w || w->state_->pid != getpid()) {
-    auto* fresh = new PauseWatch;
-    if (current.compare_exchange_strong(w, fresh)) return *fresh;
-    // another thread installed one first: use it (this one's ticker runs on, unused)
+    auto* fresh = new PauseWatch;  // its ticker starts only once it is the process's watch
+    if (current.compare_exchange_strong(w, fresh)) {
+      if (w) inherited.store(w);
+      fresh->start();
+      return *fresh;
+    }
+    // another thread installed one first (rank threads connecting at once): use it
+    delete fresh->state_;
+    delete fresh;
   }
   return *w;
 }

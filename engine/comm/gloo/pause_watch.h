@@ -48,6 +48,7 @@ class PauseWatch {
 
  private:
   PauseWatch();
+  void start();  // starts the ticker (instance(), once this watch is the process's)
   struct State;
   State* state_;  // never freed: the detached ticker uses it until the process exits
 };
