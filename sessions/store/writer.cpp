@@ -34,8 +34,10 @@ constexpr size_t kWakeOps = 50000;             // pending ops that wake the writ
 // pending records (about this many bytes of the file: Pending::file_bytes) at which add_ops,
 // add_step, add_step_records and add_collective wait for the writer to take them: a writer
 // starved of CPU (a simulated run beside other work) let them grow without bound, and its first
-// commit could pass a full disk's limit with every step in it (ci53: Sim51WriteFailed kept nothing)
-constexpr size_t kHoldBytes = 2u << 20;
+// commit could pass a full disk's limit with every step in it (ci53: Sim51WriteFailed kept
+// nothing). 32 MiB: at 2 MiB an import of a 220 MB chrome trace lost its parse/write overlap
+// (3.2-3.5 s -> 3.7-4.2 s wall at the same CPU time)
+constexpr size_t kHoldBytes = 32u << 20;
 // Ops per INSERT statement: one multi-row statement per 100 ops costs about half the CPU time of
 // 100 single-row statements (the per-statement work of sqlite3_step, reset and the cursor is
 // paid once). 9 columns x 100 = 900 parameters, within SQLite's limit of 32766. A divisor of

@@ -37,7 +37,7 @@ constexpr int64_t kSim51wIdsPerStep = 2 * 8 * (3 + 2);
 // `embedscope run WORKLOAD --simulate h100_sxm -o db` (the workload above, written to dir/w.json)
 // with files limited to `limit` bytes; its exit status (-1: a signal) and stderr. 1,000,000 steps:
 // the writer commits behind the simulation (it wakes every 250 ms or 50,000 spans), so the run
-// learns of the failure some steps after the last one kept (10,000-30,000 here, of 1,924 kept),
+// learns of the failure some steps after the last one kept (at 8 MiB: 10,000-30,000 here, of 1,924 kept),
 // far from the last step on any machine.
 embedscope::test_support::CliResult sim51w_run_limited(const fs::path& dir, const std::string& db, long long limit) {
   const nlohmann::json wl = {
@@ -70,7 +70,9 @@ embedscope::test_support::CliResult sim51w_run_limited(const fs::path& dir, cons
 TEST(Sim51WriteFailed, SimulatedDlrmRunStopsAtTheFailedWriteWithEachStepsLoadBesideItsRow) {
   const fs::path dir = embedscope::test_support::fresh_scratch("es_sim51_wf_" + std::to_string(getpid()));
   const std::string db = (dir / "w.db").string();
-  const auto run = sim51w_run_limited(dir, db, 8LL * 1024 * 1024);
+  // 64 MiB: above the writer's bound on a commit (SessionWriter holds its producers at about 32
+  // MiB pending), so that a writer starved of CPU still commits steps before the limit (ci53)
+  const auto run = sim51w_run_limited(dir, db, 64LL * 1024 * 1024);
   const std::string& err = run.err;
   ASSERT_EQ(run.code, 1) << err;
   std::smatch m;

@@ -85,7 +85,7 @@ class SessionWriter {
   void add_lane(const LaneInfo& lane);
   /// Takes a batch of spans (names must outlive the call only until it returns: they are
   /// interned before it returns). Back-pressure: when the pending records (spans, collectives,
-  /// steps, load counters) take about 2 MiB of the file (the writer behind, e.g. starved of CPU),
+  /// steps, load counters) take about 32 MiB of the file (the writer behind, e.g. starved of CPU),
   /// this, add_step, add_step_records and add_collective wait until the writer has taken them or
   /// close() is called, so that memory and each commit stay bounded.
   void add_ops(const std::vector<OpEvent>& ops);
