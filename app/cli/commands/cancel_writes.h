@@ -10,8 +10,10 @@
 // name and a file already there is either kept as it was or replaced by the complete one.
 // The cancel runs on a thread of its own (the signal handler only wakes it): it first parks the
 // command's thread in a signal handler for good (so that nothing creates a file after the staged
-// ones were removed), then removes them, prints, and calls _exit(130). A second signal while it
-// runs does nothing more: the first already stops at once.
+// ones were removed), then removes them, prints, and calls _exit(130). Once the command's thread
+// is parked (maybe holding the allocator's or a library's lock) only async-signal-safe calls
+// run: what it prints is formatted before. A second signal while it runs does nothing more: the
+// first already stops at once.
 
 #include <functional>
 #include <mutex>
