@@ -50,26 +50,36 @@ extern "C" void cancel_writes_park(int) {
 
 long cancel_writes_this_thread() { return static_cast<long>(::syscall(SYS_gettid)); }
 
+// The staged output is removed while the command's thread is parked, maybe holding the
+// allocator's lock: only async-signal-safe calls and no allocation (getdents64 into a buffer on
+// the stack).
+bool cancel_writes_remove_at(int dir_fd, const char* name, int depth);
+
+// Removes each entry of the folder open as `dir_fd` that `pick(name)` accepts
+// (cancel_writes_remove_at, `depth` folders down), in passes from its start until one removes
+// nothing.
+template <class Pick>
+void cancel_writes_remove_picked(int dir_fd, int depth, Pick pick) {
+  alignas(dirent64) char buf[4096];
+  for (bool removed = true; removed;) {
+    removed = false;
+    lseek(dir_fd, 0, SEEK_SET);
+    for (ssize_t n; (n = getdents64(dir_fd, buf, sizeof buf)) > 0;)
+      for (ssize_t at = 0; at < n;) {
+        const auto* e = reinterpret_cast<const dirent64*>(buf + at);
+        at += e->d_reclen;
+        if (pick(e->d_name)) removed = cancel_writes_remove_at(dir_fd, e->d_name, depth) || removed;
+      }
+  }
+}
+
 // Removes the entry `name` of the folder open as `dir_fd`, and everything in it when it is a
-// folder (`depth`: folders above it; one deeper than 16 is left); true when it is gone. Only
-// async-signal-safe calls and no allocation (getdents64 into a buffer on the stack): it runs
-// while the command's thread is parked, maybe holding the allocator's lock.
+// folder (`depth`: folders above it; one deeper than 16 is left); true when it is gone.
 bool cancel_writes_remove_at(int dir_fd, const char* name, int depth) {
   if (unlinkat(dir_fd, name, 0) == 0) return true;
   if (errno != EISDIR || depth > 16) return errno == ENOENT;  // EISDIR: a folder (Linux)
   if (const int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); fd >= 0) {
-    alignas(dirent64) char buf[4096];
-    for (bool removed = true; removed;) {  // again from the start until a pass removes nothing
-      removed = false;
-      lseek(fd, 0, SEEK_SET);
-      for (ssize_t n; (n = getdents64(fd, buf, sizeof buf)) > 0;)
-        for (ssize_t at = 0; at < n;) {
-          const auto* e = reinterpret_cast<const dirent64*>(buf + at);
-          at += e->d_reclen;
-          if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-            removed = cancel_writes_remove_at(fd, e->d_name, depth + 1) || removed;
-        }
-    }
+    cancel_writes_remove_picked(fd, depth + 1, [](const char* n) { return std::strcmp(n, ".") != 0 && std::strcmp(n, "..") != 0; });
     close(fd);
   }
   return unlinkat(dir_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT;
@@ -78,26 +88,16 @@ bool cancel_writes_remove_at(int dir_fd, const char* name, int depth) {
 // Removes `name` in the folder `dir` (a file, or a folder and everything in it) and the entries
 // beside it named after it: SQLite's -wal, -shm and -journal, and the session writer's
 // ".claim-PID-N" file (left when the command was parked while it claimed the name).
-// Async-signal-safe, as cancel_writes_remove_at.
 void cancel_writes_remove_named(const char* dir, const char* name) {
   const int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return;
-  alignas(dirent64) char buf[4096];
   const size_t len = std::strlen(name);
-  for (bool removed = true; removed;) {  // again from the start until a pass removes nothing
-    removed = false;
-    lseek(dir_fd, 0, SEEK_SET);
-    for (ssize_t n; (n = getdents64(dir_fd, buf, sizeof buf)) > 0;)
-      for (ssize_t at = 0; at < n;) {
-        const auto* e = reinterpret_cast<const dirent64*>(buf + at);
-        at += e->d_reclen;
-        if (std::strncmp(e->d_name, name, len) != 0) continue;
-        const char* rest = e->d_name + len;
-        if (*rest == '\0' || std::strcmp(rest, "-wal") == 0 || std::strcmp(rest, "-shm") == 0 ||
-            std::strcmp(rest, "-journal") == 0 || std::strncmp(rest, ".claim-", 7) == 0)
-          removed = cancel_writes_remove_at(dir_fd, e->d_name, 0) || removed;
-      }
-  }
+  cancel_writes_remove_picked(dir_fd, 0, [&](const char* n) {
+    if (std::strncmp(n, name, len) != 0) return false;
+    const char* rest = n + len;
+    return *rest == '\0' || std::strcmp(rest, "-wal") == 0 || std::strcmp(rest, "-shm") == 0 ||
+           std::strcmp(rest, "-journal") == 0 || std::strncmp(rest, ".claim-", 7) == 0;
+  });
   close(dir_fd);
 }
 }  // namespace
