@@ -216,6 +216,15 @@ TEST(Carry54KilledRun, ImportSaysTheRunCrashedAndCountsEveryStep) {
               std::string::npos)
         << again.out;
   }
+  {  // compare: the import completed, the run it holds crashed
+    const auto cmp = c54_cli("compare " + db + " " + back_c, dir);
+    EXPECT_NE(cmp.out.find("complete (an export of a run that ended crashed) on 2 ranks"), std::string::npos) << cmp.out;
+    const json cj = json::parse(c54_cli("compare " + db + " " + back_k + " --json", dir).out, nullptr, false);
+    ASSERT_TRUE(cj.is_object());
+    EXPECT_EQ(cj["sessions"][0]["exported_run_ended"], nullptr);
+    EXPECT_EQ(cj["sessions"][1]["exported_run_ended"], "crashed");
+    EXPECT_EQ(cj["sessions"][1]["drain_steps"], 0);
+  }
   const auto text = c54_cli("stats " + db, dir);
   const std::string orig_end = text.out.substr(0, text.out.find('\n'));  // "session  k.db (crashed after N measured steps, measured)"
   for (const std::string& back : {back_c, back_k}) {
