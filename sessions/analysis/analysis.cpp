@@ -1,5 +1,6 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/load_imbalance.h"  // recorded_max_over_mean
+#include "embedscope/sessions/analysis/recorded_run.h"
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/held_out_key.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -245,21 +246,18 @@ AnalysisStepPart analysis_step_part(const SessionReader& session) {
     if (!st.simulated && !no_loss) st.loss.push_back(loss[step]);
   }
   st.steps = static_cast<int64_t>(windows.size());
-  {  // the pipeline's drain steps: recorded, not counted (tester46 F21)
-    st.pipeline = session.meta(meta::kPipeline);
-    if (st.pipeline.empty()) {  // sessions without the key: their workload's
-      const auto w = nlohmann::json::parse(session.meta(meta::kWorkloadJson), nullptr, false);
-      if (w.is_object() && w.contains("pipeline") && w["pipeline"].is_string()) st.pipeline = w["pipeline"].get<std::string>();
-    }
-  }
-  // only the drain steps the run reached (retest49 R2: a killed run's last steps drained nothing)
-  int64_t planned_steps = 0;
-  {
-    const auto w = nlohmann::json::parse(session.meta(meta::kWorkloadJson), nullptr, false);
-    if (w.is_object() && w.contains("steps") && w["steps"].is_number_integer()) planned_steps = w["steps"].get<int64_t>();
+  // the pipeline's drain steps: recorded, not counted (tester46 F21); only those the run reached
+  // (retest49 R2: a killed run's last steps drained nothing). The run is the exported one for an
+  // import of an Embedscope export (recorded_run.h; tester53 F3), whose own end is "complete".
+  const RecordedRun run = recorded_run(session);
+  st.pipeline = run.pipeline;
+  if (run.exported) {
+    st.exported_run_ended = run.ended;
+    st.exported_run_end_message = run.end_message;
+    st.exported_run_planned_steps = run.planned_steps;
   }
   const int64_t drain_run =
-      drain_steps_run(st.pipeline, st.ended, planned_steps, windows.empty() ? -1 : std::prev(windows.end())->first);
+      drain_steps_run(st.pipeline, run.ended, run.planned_steps, windows.empty() ? -1 : std::prev(windows.end())->first);
   SteadySteps steady = steady_state_steps(std::move(step_times), drain_run);
   st.drain_steps = steady.drain_left_out;
   st.all_drain = steady.all_drain;

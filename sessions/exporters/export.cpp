@@ -2,6 +2,7 @@
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/op_stream.h"
+#include "exporters/exported_run_keys.h"
 #include "exporters/record_param_comms.h"
 
 #include <algorithm>
@@ -31,7 +32,13 @@ std::string quoted(const std::string& s) { return nlohmann::json(s).dump(-1, ' '
 }  // namespace
 
 void export_chrome_trace(const SessionReader& session, std::ostream& out) {
-  out << "{\"displayTimeUnit\":\"ns\",\"metadata\":" << nlohmann::json(session.metadata()).dump(-1, ' ', false, kReplace) << ",\n\"traceEvents\":[\n";
+  // "embedscope": the run's pipeline, planned steps and end in flat keys, as the Kineto export has
+  // them, which `embedscope import` records so that its `stats` counts the run's steps as this
+  // session's do (tester53 F3); "metadata" is the session's, as it is
+  nlohmann::json info{{"exporter", "embedscope export --format chrome"}};
+  add_exported_run_keys(session, info);
+  out << "{\"displayTimeUnit\":\"ns\",\"metadata\":" << nlohmann::json(session.metadata()).dump(-1, ' ', false, kReplace)
+      << ",\n\"embedscope\":" << info.dump(-1, ' ', false, kReplace) << ",\n\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const std::string& ev) {
     out << (first ? "" : ",\n") << ev;

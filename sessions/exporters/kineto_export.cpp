@@ -21,6 +21,7 @@
 #include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "exporters/exported_run_keys.h"
 #include "exporters/record_param_comms.h"
 
 namespace embedscope::sessions {
@@ -213,6 +214,9 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
     info["left_out"] = fmt::format("{} events of the set-up and the warm-up steps (step < 0), as torch.profiler "
                                    "records nothing before its active steps; `embedscope stats` leaves them out too",
                                    left_out);
+  // the run's pipeline, planned steps and end, so that an import counts its steps as `stats`
+  // does (tester53 F3)
+  add_exported_run_keys(session, info);
   out << "  \"embedscope\": " << info.dump(-1, ' ', false, kReplace) << ",\n";
   out << "  \"displayTimeUnit\": \"ms\",\n  \"traceEvents\": [\n";
   RankWriter w{out};

@@ -153,6 +153,8 @@ int cmd_compare(const CompareState& st) {
                                {"differing_settings", settings[i]},
                                {"differing_settings_raw", raw_settings[i]},
                                {"ended", s.stats.ended},
+                               // an import of an Embedscope export: how the exported run ended (tester53 F3)
+                               {"exported_run_ended", s.stats.exported_run_ended.empty() ? json() : json(s.stats.exported_run_ended)},
                                // the recorded program's OOM where the import completed (stats' header)
                                {"recorded_oom", recorded_oom[i].empty() ? json() : json(recorded_oom[i])},
                                {"simulated", s.stats.simulated},
@@ -187,7 +189,12 @@ int cmd_compare(const CompareState& st) {
   }
   for (size_t i = 0; i < cs.size(); ++i)
     std::cout << fmt::format("{}{}  {}: {}, {}{}{}\n", labels[i], i == 0 ? " (baseline)" : "", names[i],
-                             ss::what_it_ran(*readers[i]), recorded_oom[i].empty() ? cs[i].stats.ended : recorded_oom[i],
+                             ss::what_it_ran(*readers[i]),
+                             !recorded_oom[i].empty() ? recorded_oom[i]
+                             : cs[i].stats.exported_run_ended.empty()
+                                 ? cs[i].stats.ended
+                                 : fmt::format("{} (an export of a run that ended {})", cs[i].stats.ended,
+                                               cs[i].stats.exported_run_ended),
                              recorded_oom[i].empty() ? " on " : "; ", ran_on_text(*readers[i], cs[i].stats))
               << (settings[i].empty() ? "" : fmt::format("    differs: {}\n", settings[i]))
               << unlike_work_text(cs[i].rate, cs[0].rate, labels[0], i);

@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/analysis/recorded_run.h"
 #include "embedscope/sessions/importers/common/clock_align.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/importers/nsys_sqlite/nsys_sqlite.h"
@@ -167,12 +168,19 @@ int cmd_import(const ImportState& s) {
   cancel.commit([&] { staged.commit(); });
   const ss::SessionReader session(out);
   const auto figures = ss::gpu_kernel_figures(session);
+  // an Embedscope export's run, which `stats` of this import counts its steps by (tester53 F3)
+  const ss::RecordedRun run = ss::recorded_run(session);
   if (s.json) {
     json j{{"session", out},          {"format", sum.format},  {"files", sum.files},    {"ranks", sum.ranks},
            {"events", sum.events},    {"start_ns", sum.start_ns}, {"end_ns", sum.end_ns}, {"origin_ns", sum.origin_ns},
            {"problems", import_problems_json(sum.problems)},
            {"alignment", sum.alignment_json.empty() ? json(nullptr) : json::parse(sum.alignment_json)},
-           {"gpu_kernels", gpu_kernels_json(figures, false)}};
+           {"gpu_kernels", gpu_kernels_json(figures, false)},
+           {"exported_run", run.exported ? json{{"pipeline", run.pipeline},
+                                                {"planned_steps", run.planned_steps > 0 ? json(run.planned_steps) : json()},
+                                                {"ended", run.ended},
+                                                {"end_message", run.end_message}}
+                                         : json()}};
     std::cout << dump(j) << "\n";
     return 0;
   }
@@ -191,6 +199,13 @@ int cmd_import(const ImportState& s) {
   std::cout << fmt::format("time range   {} .. {} ({}; trace ts {} us is 0)\n", ms(sum.start_ns), ms(sum.end_ns),
                            ms(sum.end_ns - sum.start_ns), sum.origin_ns / 1000);
   if (!sum.alignment_text.empty()) std::cout << sum.alignment_text;
+  if (run.exported)
+    std::cout << fmt::format("source run   an Embedscope export of a {} run ({}) that ended {}{}: `stats` counts its steps "
+                             "as that run's\n",
+                             run.pipeline,
+                             run.planned_steps > 0 ? fmt::format("{} planned steps", run.planned_steps)
+                                                   : std::string("planned steps unknown"),
+                             run.ended, run.end_message.empty() ? "" : " (" + run.end_message + ")");
   std::cout << "import problems\n" << import_problems_text(sum.problems);
   const std::string k = gpu_kernels_text(figures, false);
   if (!k.empty()) std::cout << "\n" << k;

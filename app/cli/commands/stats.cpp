@@ -426,6 +426,15 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       j["import_problems"] = import_problems_json(problems);
       j["trace_cut"] = !ss::trace_cut_text(session).empty();  // tester48 F7: GPU figures without a verdict
       j["did_not_end"] = did_not_end_json(unfinished);
+      // an import of an Embedscope export: the exported run's pipeline, planned steps and end;
+      // "ended" above is the import's own (tester53 F3); null for any other import
+      j["exported_run"] = st.exported_run_ended.empty()
+                              ? json()
+                              : json{{"pipeline", st.pipeline.empty() ? std::string("base") : st.pipeline},
+                                     {"planned_steps", st.exported_run_planned_steps > 0 ? json(st.exported_run_planned_steps) : json()},
+                                     {"ended", st.exported_run_ended},
+                                     {"ended_text", ss::ended_text(st, st.exported_run_ended)},
+                                     {"end_message", st.exported_run_end_message}};
     }
     std::cout << dump(j) << "\n";
     return 0;
@@ -448,6 +457,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              stats_import_sources_text(session.meta("import_sources_json", "[]")));
     std::cout << "import problems\n" << import_problems_text(problems);
     std::cout << did_not_end_text(unfinished);
+    // an Embedscope export's run: how it ended, not the import (tester53 F3)
+    if (const std::string t = ss::exported_run_text(st); !t.empty()) std::cout << fmt::format("source run   {}\n", t);
   }
   // the kernel heading names warm-up steps only where the run had some (ux41 #9)
   const std::string kernel_text = gpu_kernels_text(

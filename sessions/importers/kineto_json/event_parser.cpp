@@ -11,6 +11,7 @@
 #include "embedscope/sessions/model/events.h"
 #include "importers/common/decimal_time.h"
 #include "importers/common/input_file.h"
+#include "importers/kineto_json/exported_run.h"
 #include "importers/kineto_json/framing.h"
 
 namespace embedscope::sessions::importers::kineto {
@@ -235,6 +236,11 @@ struct Parser {
 };
 
 void Parser::top_level(const std::string& key, const Span& sp) {
+  if (key == "embedscope") {  // an Embedscope export's run: pipeline, planned steps, end (tester53 F3)
+    read_exported_run(std::string_view(in.data() + sp.begin, sp.end - sp.begin), where(sp.begin), at(sp.begin), tr,
+                      problems);
+    return;
+  }
   if (key != "distributedInfo" && key != "baseTimeNanoseconds" && key != "deviceProperties" && key != "schemaVersion")
     return;
   // Scalars are read from their text (simdjson On-Demand has no value view of a scalar document).

@@ -12,6 +12,7 @@
 #include "embedscope/sessions/importers/common/import_problems.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "importers/kineto_json/event_parser.h"
+#include "importers/kineto_json/exported_run.h"
 #include "importers/kineto_json/rank_processes.h"
 #include "importers/kineto_json/trace_builder.h"
 
@@ -222,6 +223,9 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   int64_t steps = 0;
   for (const auto& r : kept) steps = std::max<int64_t>(steps, static_cast<int64_t>(r.steps.size()));
   w.set_metadata(meta::kSteps, std::to_string(steps));
+  // an Embedscope export's run: its pipeline, planned steps and end, so that `stats` counts its
+  // steps as the run's own did (tester53 F3)
+  kineto::record_exported_run(kept, problems, w);
   summary.problems = problems.records();
   w.add_import_stats(summary.problems);
   if (opt.fraction) opt.fraction(1.0);

@@ -60,6 +60,8 @@ std::vector<RankTrace> split_rank_processes(RankTrace&& tr, ImportProblems& prob
     p.thread_names = tr.thread_names;
     p.process_names = tr.process_names;
     p.annotation_names = tr.annotation_names;
+    p.exported_run_state = tr.exported_run_state;
+    p.exported_run = tr.exported_run;
   }
   for (uint32_t i = 0; i < tr.lanes.size(); ++i) {
     if (events_on[i] == 0 && steps_on[i] > 0) continue;  // the step row: its spans are the steps

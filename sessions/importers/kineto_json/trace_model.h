@@ -92,6 +92,23 @@ struct Step {
   uint32_t lane = 0;   ///< index into RankTrace::lanes of the span's thread
 };
 
+/// The exported run's keys of an Embedscope export's top-level "embedscope" object
+/// (sessions/exporters/exported_run_keys.h; read by exported_run.h): "" / 0 where absent.
+struct ExportedRunKeys {
+  std::string pipeline;       ///< "base", "sparse_dist" or "semi_sync"
+  int64_t planned_steps = 0;  ///< the run's planned measured steps; 0 absent
+  std::string ended;          ///< how the run ended (SessionReader::status()'s words)
+  std::string end_message;    ///< its end message; "" none
+  bool operator==(const ExportedRunKeys&) const = default;
+};
+
+/// What a file's top-level "embedscope" object said of the exported run (exported_run.h).
+enum class ExportedRunState : uint8_t {
+  none,  ///< no Embedscope export object, or one written before these keys (an older export)
+  keys,  ///< RankTrace::exported_run holds valid keys
+  bad    ///< a key is malformed or missing (problem bad_exported_run_key said which)
+};
+
 struct RankTrace {
   std::string file;
   int64_t file_bytes = 0, text_bytes = 0;
@@ -124,6 +141,11 @@ struct RankTrace {
   /// names (Interner ids) of the host spans of cat user_annotation (record_function ranges,
   /// "## forward ##"): they enclose ops and stay off the critical path (tester37 #16)
   std::set<uint32_t> annotation_names;
+  /// An Embedscope export's exported run (tester53 F3): its pipeline, planned steps and end,
+  /// which the import records (exported_run.h record_exported_run); valid where
+  /// exported_run_state is `keys`.
+  ExportedRunState exported_run_state = ExportedRunState::none;
+  ExportedRunKeys exported_run;
 };
 
 }  // namespace embedscope::sessions::importers::kineto

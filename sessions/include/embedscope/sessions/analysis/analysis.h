@@ -89,7 +89,14 @@ struct RankStats {
 
 /// The figures of `embedscope stats`, over the measured steps (step >= 0).
 struct RunStats {
+  /// How the session ended (SessionReader::status()); an imported session's is its import's
+  /// ("complete").
   std::string ended;
+  /// An import of an Embedscope export that said how its run ended (recorded_run.h, tester53 F3):
+  /// that run's end ("complete", "crashed", ...), its end message ("" none) and its planned
+  /// measured steps (0 unknown); the drain steps are counted as that run's. "" / 0 otherwise.
+  std::string exported_run_ended, exported_run_end_message;
+  int64_t exported_run_planned_steps = 0;
   bool simulated = false;
   /// Some rank has GPU stream lanes (an imported trace, a cuda run; not a simulation): its
   /// compute / comm / overlap / exposed / idle figures are those of its streams' ops (kernels,

@@ -19,4 +19,15 @@ namespace embedscope::sessions {
 /// An imported trace's "complete" stays "complete". Never throws except std::bad_alloc.
 std::string ended_text(const RunStats& st);
 
+/// ended_text for the end `ended` in place of RunStats::ended (the exported run's end of an
+/// import: RunStats::exported_run_ended): "crashed after 37 measured steps".
+std::string ended_text(const RunStats& st, const std::string& ended);
+
+/// An import of an Embedscope export (RunStats::exported_run_ended set; tester53 F3): how the
+/// exported run ended, as its own `stats` says it, with its pipeline, planned steps and end
+/// message, and that the import itself completed; "" for any other session. Example:
+/// "the exported run (semi_sync pipeline, 3000 planned steps) ended crashed after 37 measured
+/// steps; this import completed".
+std::string exported_run_text(const RunStats& st);
+
 }  // namespace embedscope::sessions

@@ -96,7 +96,8 @@ inline constexpr const char* kSamplesPerStep = "samples_per_step";
 inline constexpr const char* kSteps = "steps";
 /// Warmup steps (negative step numbers), decimal.
 inline constexpr const char* kWarmupSteps = "warmup_steps";
-/// The training pipeline: "base", "sparse_dist" or "semi_sync" (absent in older files = base).
+/// The training pipeline: "base", "sparse_dist" or "semi_sync" (absent in older files = base). An
+/// import of an Embedscope export: the exported run's (kExportedRunEnded); other imports: absent.
 inline constexpr const char* kPipeline = "pipeline";
 /// Precision of the output dist: "fp32", "fp16" or "bf16" (absent = fp32).
 inline constexpr const char* kQcommsForwardPrecision = "qcomms_forward_precision";
@@ -202,6 +203,17 @@ inline constexpr const char* kImportAlignJson = "import_align_json";
 /// Sessions `embedscope merge` wrote: JSON [{"file", "ranks": [...], "shift_ns"}], the inputs,
 /// their ranks and the ns added to each input's times (its time base minus the merged origin).
 inline constexpr const char* kMergedFromJson = "merged_from_json";
+/// Imports of an Embedscope export (`embedscope export --format chrome` or `--format kineto`, whose
+/// top-level "embedscope" object carries them; sessions/importers/kineto_json/exported_run.h): the
+/// exported run's planned measured steps (decimal, its workload's "steps"), how it ended (one of
+/// kEnded's values as SessionReader::status() read it at the export, e.g. "crashed") and its end
+/// message (absent when it had none). With kPipeline (the exported run's pipeline) they let
+/// `stats` of the import leave out the same drain steps as the original's (tester53 F3). The
+/// import's own kEnded stays "complete": these say how the exported run ended, not the import.
+/// Absent in every other import (a foreign trace, an export written before 2026-12-06).
+inline constexpr const char* kExportedRunPlannedSteps = "exported_run_planned_steps";
+inline constexpr const char* kExportedRunEnded = "exported_run_ended";
+inline constexpr const char* kExportedRunEndMessage = "exported_run_end_message";
 // --- imported memory snapshots ----------------------------------------------------------------
 /// PyTorch's allocator_settings of an imported memory snapshot, JSON.
 inline constexpr const char* kAllocatorSettingsJson = "allocator_settings_json";
