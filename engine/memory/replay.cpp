@@ -122,6 +122,17 @@ std::string setting_label(const AllocatorConfig& c) {
 namespace {
 constexpr int64_t kNoStop = -1;
 
+const char* kind_name(MemoryAction::Kind k) {
+  switch (k) {
+    case MemoryAction::Kind::alloc: return "alloc";
+    case MemoryAction::Kind::free: return "free";
+    case MemoryAction::Kind::free_requested: return "free_requested";
+    case MemoryAction::Kind::free_completed: return "free_completed";
+    case MemoryAction::Kind::empty_cache: return "empty_cache";
+  }
+  return "alloc";
+}
+
 // The replay; with stop_after >= 0 it stops after that action and takes the full figures of the
 // layout then (the second pass of replay_actions).
 ReplayResult replay_pass(const std::vector<MemoryAction>& actions, const std::vector<InitialBlock>& initial,
@@ -191,6 +202,7 @@ ReplayResult replay_pass(const std::vector<MemoryAction>& actions, const std::ve
   for (size_t i = 0; i < actions.size() && !r.oom; ++i) {
     const MemoryAction& a = actions[i];
     auto it = live.find(a.id);
+    try {
     switch (a.kind) {
       case MemoryAction::Kind::alloc:
         if (it != live.end()) {
@@ -227,6 +239,15 @@ ReplayResult replay_pass(const std::vector<MemoryAction>& actions, const std::ve
         live.erase(it);
         break;
       case MemoryAction::Kind::empty_cache: alloc->empty_cache(); break;
+    }
+    } catch (const std::logic_error& e) {
+      // the allocator model could not apply an action of a recorded trace (snap54, tester54 F4:
+      // "error: address 0x100000000 is in no segment", exit 1, naming nothing): bad input,
+      // named by its origin and entry (SpecError: exit 2)
+      if (!lenient) throw;
+      throw SpecError(fmt::format("{}: entry {} ({} of {} B): the allocator model cannot replay it ({}): the entry "
+                                  "contradicts the entries before it",
+                                  origin, where(i), kind_name(a.kind), a.size, e.what()));
     }
     if (!r.oom) after();
     if (stop_after >= 0 && static_cast<int64_t>(i) == stop_after) {

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 
+#include <fmt/format.h>
+
+#include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 
 namespace embedscope::engine {
@@ -10,6 +14,12 @@ namespace embedscope::engine {
 namespace ts = sessions::torch_snapshot;
 
 std::vector<MemoryAction> snapshot_actions(const ts::MemorySnapshotFile& snap, int64_t device) {
+  return snapshot_actions(snap, device, ts::walk_timeline(snap, device, 0));
+}
+
+int64_t replayable_request(int64_t bytes) { return std::min(bytes, kMaxMemoryBytes + kMinBlockSize); }
+
+std::vector<MemoryAction> snapshot_actions(const ts::MemorySnapshotFile& snap, int64_t device, const ts::TimelineWalk& walk) {
   std::vector<MemoryAction> out;
   if (device < 0 || device >= static_cast<int64_t>(snap.device_traces.size())) return out;
   const auto& trace = snap.device_traces[static_cast<size_t>(device)];
@@ -29,6 +39,8 @@ std::vector<MemoryAction> snapshot_actions(const ts::MemorySnapshotFile& snap, i
         if (e.size <= 0) continue;
         a.kind = MemoryAction::Kind::alloc;
         a.size = e.size;
+        // a request larger than its block: the block's size, as the import stores it (snap54)
+        if (auto o = walk.oversized.find(i); o != walk.oversized.end()) a.size = o->second;
         {
           const auto& frames = snap.stacks.at(static_cast<size_t>(e.stack));
           if (!frames.empty()) a.tag = snap.frames[static_cast<size_t>(frames[0])].name;
@@ -42,7 +54,7 @@ std::vector<MemoryAction> snapshot_actions(const ts::MemorySnapshotFile& snap, i
         if (e.size <= 0) continue;
         a.kind = MemoryAction::Kind::alloc;
         a.id = INT64_MIN + static_cast<int64_t>(i);  // no block address: the request never got memory
-        a.size = e.size;
+        a.size = replayable_request(e.size);
         a.tag = "the request that ran out of memory";
         out.push_back(a);
         a.kind = MemoryAction::Kind::free_completed;  // it never existed in the recorded run
@@ -94,16 +106,97 @@ SnapshotReplay replay_snapshot(const ts::MemorySnapshotFile& snap, int64_t devic
     }
   const ts::TimelineWalk walk = ts::walk_timeline(snap, device, 0);
   out.starts_at_process_start = walk.starts_empty;
+  out.problems = walk.problems;
   out.initial_blocks = walk.initial_blocks;
   std::vector<InitialBlock> initial;
   for (const auto& b : walk.initial_live)
     initial.push_back({static_cast<int64_t>(b.address), b.size, b.stream, b.pending});
-  const std::vector<MemoryAction> actions = snapshot_actions(snap, device);
+  const std::vector<MemoryAction> actions = snapshot_actions(snap, device, walk);
+  // errors name the file and the device (replay_actions adds the entry)
+  const std::string where = fmt::format("{}: device {}", origin, device);
   for (const auto& c : settings) {
     out.capacity_bytes = c.capacity_bytes;
-    out.results.push_back(replay_actions(actions, initial, c, origin, true));
+    out.results.push_back(replay_actions(actions, initial, c, where, true));
   }
   return out;
+}
+
+ReplayVerdict recorded_replay_verdict(const ReplayResult& own, const std::string& label, const RecordedMemory& rec) {
+  ReplayVerdict v;
+  std::vector<std::string> same;
+  const auto pct = [](double f) { return fmt::format("{:.1f}%", 100 * f); };
+  bool oom_said = false;
+  // the recorded OOM's request served: the replay's higher peak is that request's, said with it
+  const bool served_higher = rec.first_oom_entry >= 0 && !own.oom && rec.peak_reserved >= 0 &&
+                             own.peak_reserved > rec.peak_reserved;
+  if (rec.peak_reserved >= 0 && !served_higher) {
+    if (own.oom && own.peak_reserved < rec.peak_reserved) {
+      v.differences.push_back(fmt::format("the replay ran out of memory at entry {}, before it reached the recorded peak "
+                                          "(the capacity offered, {}, is below what the recording reserved, {})",
+                                          own.oom_action, format_bytes(own.config.capacity_bytes),
+                                          format_bytes(rec.peak_reserved)));
+      oom_said = true;
+    } else if (own.peak_reserved != rec.peak_reserved) {
+      v.differences.push_back(fmt::format("the replay reserved a different peak ({} vs {}): the replay's allocator model "
+                                          "(PyTorch's rounding and segment rules) placed the blocks differently from the "
+                                          "recorded allocator, so its peak is another moment and another layout",
+                                          format_bytes(own.peak_reserved), format_bytes(rec.peak_reserved)));
+    } else {
+      same.push_back("peak reserved " + format_bytes(rec.peak_reserved));
+      if (rec.fragmentation_at_peak_reserved >= 0) {
+        if (std::abs(own.fragmentation_at_peak - rec.fragmentation_at_peak_reserved) < 0.0005)
+          same.push_back(pct(rec.fragmentation_at_peak_reserved) + " at peak reserved");
+        else
+          v.differences.push_back(fmt::format(
+              "it gives {} at peak reserved, the recording {}: the same peak, reached with blocks placed differently: "
+              "the replay's allocator model (PyTorch's rounding, best fit and splitting rules) chose other free blocks "
+              "than the recorded allocator did, so the free bytes lie in other gaps",
+              pct(own.fragmentation_at_peak), pct(rec.fragmentation_at_peak_reserved)));
+      }
+    }
+  }
+  if (!oom_said) {
+    if (rec.first_oom_entry >= 0 && !own.oom)
+      v.differences.push_back(fmt::format("the recorded OOM (entry {}) did not recur: at the capacity offered, {}, the "
+                                          "replay served that request{}",
+                                          rec.first_oom_entry, format_bytes(own.config.capacity_bytes),
+                                          served_higher ? fmt::format(", reserving up to {} (the recording {})",
+                                                                      format_bytes(own.peak_reserved),
+                                                                      format_bytes(rec.peak_reserved))
+                                                        : std::string()));
+    else if (own.oom && rec.first_oom_entry < 0)
+      v.differences.push_back(fmt::format("the replay ran out of memory at entry {}, where the recorded run did not",
+                                          own.oom_action));
+    else if (own.oom && own.oom_action != rec.first_oom_entry)
+      v.differences.push_back(fmt::format("the replay ran out of memory at entry {}, the recorded run at entry {}",
+                                          own.oom_action, rec.first_oom_entry));
+    else if (own.oom)
+      same.push_back(fmt::format("the OOM at entry {}", rec.first_oom_entry));
+  }
+  // the end against the dump (not after an OOM the recording did not have: the replay stopped there)
+  if (rec.dump_segments >= 0 && (!own.oom || own.oom_action == rec.first_oom_entry)) {
+    if (own.final_segments == rec.dump_segments && own.final_reserved == rec.dump_reserved)
+      same.push_back(fmt::format("the dump's {} segment{} ({} reserved)", rec.dump_segments,
+                                 rec.dump_segments == 1 ? "" : "s", format_bytes(rec.dump_reserved)));
+    else
+      v.differences.push_back(fmt::format("the replay ends with {} segment{}, {} reserved; the dump has {} segment{}, {} "
+                                          "reserved",
+                                          own.final_segments, own.final_segments == 1 ? "" : "s",
+                                          format_bytes(own.final_reserved), rec.dump_segments,
+                                          rec.dump_segments == 1 ? "" : "s", format_bytes(rec.dump_reserved)));
+  }
+  if (same.empty() && v.differences.empty()) return v;  // nothing known to compare: nothing said
+  v.reproduces = v.differences.empty();
+  const auto join = [](const std::vector<std::string>& parts, const char* sep) {
+    std::string out;
+    for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+    return out;
+  };
+  v.text = v.reproduces ? fmt::format("The replay of the recorded settings ({}) reproduces the recording: {}.", label,
+                                      join(same, ", "))
+                        : fmt::format("The replay of the recorded settings ({}) does not reproduce the recording: {}.",
+                                      label, join(v.differences, "; "));
+  return v;
 }
 
 std::vector<MemoryAction> history_actions(const sessions::MemoryHistory& h) {
@@ -137,7 +230,7 @@ std::vector<MemoryAction> history_actions(const sessions::MemoryHistory& h) {
         if (asked <= 0) continue;
         a.kind = MemoryAction::Kind::alloc;
         a.id = INT64_MIN + i;  // the request never got memory
-        a.size = asked;
+        a.size = replayable_request(asked);
         a.tag = "the request that ran out of memory";
         out.push_back(a);
         a.kind = MemoryAction::Kind::free_completed;

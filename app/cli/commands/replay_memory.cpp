@@ -132,16 +132,32 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
   const int64_t devices = snap.device_count();
   if (device >= devices)
     throw es::SpecError(fmt::format("--device {}: {} has {} device(s)", device, file, devices));
+  // every device that holds anything (an unused GPU's empty trace list is none: snap54), or --device
+  const std::vector<int64_t> replayed = device < 0 ? snap.used_devices() : std::vector<int64_t>{device};
   json jdevs = json::array();
-  for (int64_t d = device < 0 ? 0 : device; d < (device < 0 ? devices : device + 1); ++d) {
+  for (const int64_t d : replayed) {
     const int64_t from_oom = es::snapshot_capacity(snap, d);
     // The recorded run held peak_reserved at once, so the device had at least that much: a
     // capacity from the OOM below it (device_free shrinks when another process allocates, or
     // the dump's device_free is off) would make the recorded settings run out early. The larger
-    // is used, and said.
+    // is used, and said. Its first entry at that peak and the fragmentation there are what the
+    // verdict compares (as the workbench's Replay panel does).
     int64_t peak_reserved = 0;
-    for (const auto& p : ss::torch_snapshot::walk_timeline(snap, d, 0).points)
-      peak_reserved = std::max(peak_reserved, p.reserved);
+    size_t at_peak = 0;
+    const auto points = ss::torch_snapshot::walk_timeline(snap, d, 0).points;
+    for (size_t i = 0; i < points.size(); ++i)
+      if (points[i].reserved > peak_reserved) peak_reserved = points[i].reserved, at_peak = i;
+    // a segment is reserved for the alloc that follows it (the replay sees both as one action):
+    // the moment is after that alloc, as the Memory page takes it (memory_analysis.cpp)
+    using Act = ss::torch_snapshot::TraceAction;
+    static const std::vector<ss::torch_snapshot::TraceEntry> no_trace;
+    const auto& trace = d < static_cast<int64_t>(snap.device_traces.size()) ? snap.device_traces[static_cast<size_t>(d)]
+                                                                             : no_trace;
+    while (at_peak + 1 < points.size() && at_peak < trace.size() &&
+           (trace[at_peak].action == Act::segment_alloc || trace[at_peak].action == Act::segment_map) &&
+           points[at_peak + 1].reserved == peak_reserved)
+      ++at_peak;
+    const double frag_at_peak_reserved = points.empty() ? 0.0 : points[at_peak].external_fragmentation;
     const bool below_peak = from_oom > 0 && from_oom < peak_reserved;
     const int64_t known = below_peak ? peak_reserved : from_oom;
     const int64_t cap = capacity > 0 ? capacity : known > 0 ? known : es::kMaxMemoryBytes;
@@ -150,6 +166,18 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     const es::SnapshotReplay rep = es::replay_snapshot(snap, d, settings, file);
     const es::ReplayResult& own = rep.results.front();
     const bool reproduces = own.final_segments == rep.snapshot_segments && own.final_reserved == rep.snapshot_reserved;
+    // the verdict the workbench's Replay panel gives too (snap54, tester54 F9): a trace from the
+    // process start against its peak, its fragmentation there, its OOM and its dump
+    es::RecordedMemory rec;
+    if (rep.starts_at_process_start && rep.entries > 0) {
+      rec.peak_reserved = peak_reserved;
+      rec.fragmentation_at_peak_reserved = frag_at_peak_reserved;
+      rec.first_oom_entry = rep.recorded_ooms.empty() ? -1 : rep.recorded_ooms.front();
+      rec.dump_segments = rep.snapshot_segments;
+      rec.dump_reserved = rep.snapshot_reserved;
+    }
+    const es::ReplayVerdict verdict =
+        es::recorded_replay_verdict(own, own.label, rec);
     const std::string cap_text =
         capacity > 0 ? es::format_bytes(cap) + " (--capacity)"
         : below_peak ? fmt::format("{} (the trace's own peak reserved; free + reserved at the recorded OOM is only {}: "
@@ -174,7 +202,11 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
                        {"memory_trace_start", rep.starts_at_process_start ? "process_start" : "mid_way"},
                        {"initial_blocks", rep.initial_blocks}, {"recorded_ooms", rep.recorded_ooms},
                        {"snapshot_segments", rep.snapshot_segments}, {"snapshot_reserved_bytes", rep.snapshot_reserved},
-                       {"recorded_settings_reproduce_the_dump", reproduces}, {"results", rs}});
+                       {"recorded_settings_reproduce_the_dump", reproduces},
+                       {"recorded_settings_reproduce_the_recording",
+                        verdict.text.empty() ? json(nullptr) : json(verdict.reproduces)},
+                       {"recorded_settings_verdict", verdict.text.empty() ? json(nullptr) : json(verdict.text)},
+                       {"problems", rep.problems}, {"results", rs}});
       continue;
     }
     std::cout << fmt::format("{} device {}: {} trace entries, device capacity {}\n", file, d, rep.entries, cap_text);
@@ -184,11 +216,20 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     std::vector<es::ReplayResult> rows = rep.results;
     rows.front().label += " (recorded)";
     print_table(rows);
-    if (rep.starts_at_process_start)
-      std::cout << fmt::format("\nunder the recorded settings the replay ends with {} segments, {} reserved; the dump "
-                               "has {} segments, {} reserved{}\n\n",
-                               own.final_segments, es::format_bytes(own.final_reserved), rep.snapshot_segments,
-                               es::format_bytes(rep.snapshot_reserved), reproduces ? " (reproduced)" : " (differs)");
+    if (!rep.problems.empty()) {
+      // the entries `embedscope import` reports as problems; an alloc larger than its block is
+      // replayed at the block's size, the figure `stats` uses (snap54, tester54 F4)
+      std::cout << fmt::format("\n{} entr{} the dump or their block (import problems, as `embedscope import` "
+                               "lists them; an alloc larger than its block is replayed at the block's size, as `stats` "
+                               "counts it):\n",
+                               rep.problems.size(), rep.problems.size() == 1 ? "y contradicts" : "ies contradict");
+      for (size_t i = 0; i < rep.problems.size() && i < 3; ++i) std::cout << "  " << rep.problems[i] << "\n";
+      if (rep.problems.size() > 3) std::cout << fmt::format("  ... and {} more\n", rep.problems.size() - 3);
+    }
+    if (rep.starts_at_process_start && !verdict.text.empty())
+      std::cout << fmt::format("\n{}\n\n", verdict.text);
+    else if (rep.starts_at_process_start)
+      std::cout << "\n";
     else
       std::cout << fmt::format("\nthe trace starts mid-way (a ring buffer dropped its oldest entries): {} blocks live at "
                                "its first entry were allocated first, in address order; their real order and the "

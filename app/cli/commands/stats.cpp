@@ -282,8 +282,10 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                           {"lookup_time_max_over_mean", st.lookup_time_max_over_mean ? json(*st.lookup_time_max_over_mean)
                                                                                      : json(nullptr)}}},
            {"loss", st.loss},
-           {"peak_allocated_bytes", st.peak_allocated_bytes},
-           {"peak_reserved_bytes", st.peak_reserved_bytes},
+           // null where no memory was recorded, as the text's "none recorded" and compare --json
+           // (snap54, tester54 F9: an imported trace's 0)
+           {"peak_allocated_bytes", st.has_memory ? json(st.peak_allocated_bytes) : json()},
+           {"peak_reserved_bytes", st.has_memory ? json(st.peak_reserved_bytes) : json()},
            {"tracer_overhead_ns", std::strtoll(session.meta("tracer_overhead_ns", "0").c_str(), nullptr, 10)},
            {"dropped_records", std::strtoll(session.meta("dropped_records", "0").c_str(), nullptr, 10)},
            {"ranks", json::array()},
@@ -341,8 +343,10 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                             {"overlap_pct", r.overlap_pct}, {"ids_looked_up", r.ids_looked_up},
                             {"lookup_ns", r.lookup_ns}, {"bytes_sent", bytes_or_null(r.bytes_sent)},
                             {"bytes_received", bytes_or_null(r.bytes_received)}, {"by_category_ns", cats},
-                            {"peak_allocated_bytes", r.peak_allocated_bytes}, {"peak_reserved_bytes", r.peak_reserved_bytes},
-                            {"fragmentation", r.fragmentation}, {"memviz_fragmentation", r.memviz_fragmentation ? json(*r.memviz_fragmentation) : json()},
+                            {"peak_allocated_bytes", st.has_memory ? json(r.peak_allocated_bytes) : json()},
+                            {"peak_reserved_bytes", st.has_memory ? json(r.peak_reserved_bytes) : json()},
+                            {"fragmentation", st.has_memory ? json(r.fragmentation) : json()},
+                            {"memviz_fragmentation", st.has_memory && r.memviz_fragmentation ? json(*r.memviz_fragmentation) : json()},
                             {"window_ns", r.window_ns}});
       if (st.stream_ranks) j["ranks"].back()["gpu_busy_pct"] = r.gpu_busy_pct;
       if (st.stream_ranks && !imported) {

@@ -37,11 +37,13 @@ QString step_name(int64_t step);
 /// written only when the layout changed), "the layout at its OOM in step 4".
 QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step);
 
-/// The figures a map's caption gives (bytes): reserved (sum of its segments), allocated and free
-/// blocks, the largest free block, and external fragmentation as engine/memory/allocator.h
-/// MemoryStats: 1 - largest free block / free bytes in segments (0 without free bytes).
+/// The figures a map's caption gives (bytes): reserved (sum of its segments), allocated blocks
+/// (not pending: the figure of the chart, `stats` and memory_counters), blocks whose free is
+/// pending (free_requested, in use on another stream: neither allocated nor free), free blocks,
+/// the largest free block, and external fragmentation as engine/memory/allocator.h MemoryStats:
+/// 1 - largest free block / free bytes in segments (0 without free bytes).
 struct MapFigures {
-  int64_t segments = 0, reserved = 0, allocated = 0, free = 0, largest_free = 0;
+  int64_t segments = 0, reserved = 0, allocated = 0, pending_free = 0, free = 0, largest_free = 0;
   double fragmentation = 0;
 };
 MapFigures map_figures(const std::vector<sessions::MemoryBlockRecord>& blocks);

@@ -77,6 +77,7 @@ void MemoryReplayPanel::set_history(std::shared_ptr<const sessions::MemoryHistor
   auto bytes = [](int64_t b) { return QString::fromStdString(sessions::format_bytes(b)); };
   recorded_ = recorded;
   recorded_entry_ = -1;
+  recorded_oom_ = dump_segments_ = dump_reserved_ = -1;
   base_note_ = QString("Recorded settings: %1. Capacity: %2.")
                      .arg(QString::fromStdString(recorded))
                      .arg(below_peak ? QString("the recorded peak reserved bytes, %1 (free + reserved at the recorded "
@@ -104,37 +105,28 @@ void MemoryReplayPanel::set_recorded_at_peak_reserved(int64_t entry, double frag
                                     .arg(100 * fragmentation, 0, 'f', 1));
 }
 
+void MemoryReplayPanel::set_recorded_outcome(int64_t first_oom_entry, int64_t dump_segments, int64_t dump_reserved) {
+  recorded_oom_ = first_oom_entry;
+  dump_segments_ = dump_segments;
+  dump_reserved_ = dump_reserved;
+}
+
 QString MemoryReplayPanel::recorded_comparison(const std::vector<engine::ReplayResult>& results, const std::string& recorded,
                                                int64_t recorded_entry, double recorded_fragmentation,
-                                               int64_t recorded_reserved) {
+                                               int64_t recorded_reserved, int64_t recorded_oom, int64_t dump_segments,
+                                               int64_t dump_reserved) {
   if (recorded_entry < 0) return {};
   // the recorded settings' name as the replay labels them ("expandable_segments" is PyTorch's)
   const std::string label = recorded == "expandable_segments" ? "expandable" : recorded;
   const auto it = std::find_if(results.begin(), results.end(), [&](const engine::ReplayResult& r) { return r.label == label; });
   if (it == results.end()) return {};
-  const auto pct = [](double f) { return QString("%1%").arg(100 * f, 0, 'f', 1); };
-  if (it->peak_reserved == recorded_reserved && std::abs(it->fragmentation_at_peak - recorded_fragmentation) < 0.0005)
-    return QString("The replay of the recorded settings (%1) reproduces the recording: peak reserved %2, %3 at peak "
-                   "reserved.")
-        .arg(QString::fromStdString(label), QString::fromStdString(sessions::format_bytes(recorded_reserved)),
-             pct(recorded_fragmentation));
-  QString why;
-  if (it->oom && it->peak_reserved < recorded_reserved)
-    why = QString("the replay ran out of memory at entry %1, before it reached the recorded peak (the capacity "
-                  "offered is below what the recording reserved)")
-              .arg(it->oom_action);
-  else if (it->peak_reserved != recorded_reserved)
-    why = QString("the replay reserved a different peak (%1 vs %2): the replay's allocator model (PyTorch's "
-                  "rounding and segment rules) placed the blocks differently from the recorded allocator, so "
-                  "its peak is another moment and another layout")
-              .arg(QString::fromStdString(sessions::format_bytes(it->peak_reserved)),
-                   QString::fromStdString(sessions::format_bytes(recorded_reserved)));
-  else
-    why = "the same peak, reached with blocks placed differently: the replay's allocator model (PyTorch's rounding, "
-          "best fit and splitting rules) chose other free blocks than the recorded allocator did, so the free "
-          "bytes lie in other gaps";
-  return QString("The replay of the recorded settings (%1) gives %2 at peak reserved, the recording %3: %4.")
-      .arg(QString::fromStdString(label), pct(it->fragmentation_at_peak), pct(recorded_fragmentation), why);
+  engine::RecordedMemory rec;
+  rec.peak_reserved = recorded_reserved;
+  rec.fragmentation_at_peak_reserved = recorded_fragmentation;
+  rec.first_oom_entry = recorded_oom;
+  rec.dump_segments = dump_segments;
+  rec.dump_reserved = dump_reserved;
+  return QString::fromStdString(engine::recorded_replay_verdict(*it, label, rec).text);
 }
 
 std::vector<engine::AllocatorConfig> MemoryReplayPanel::settings() const {
@@ -184,7 +176,7 @@ void MemoryReplayPanel::replay() {
         verdicts_->setText(oom_lines.join("\n"));
         verdicts_->setVisible(!oom_lines.isEmpty());
         if (const QString c = recorded_comparison(results_, recorded_, recorded_entry_, recorded_fragmentation_,
-                                                  recorded_reserved_);
+                                                  recorded_reserved_, recorded_oom_, dump_segments_, dump_reserved_);
             !c.isEmpty())
           note_->setText(note_->text() + " " + c);
         button_->setEnabled(true);

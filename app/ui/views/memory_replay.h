@@ -41,11 +41,18 @@ class MemoryReplayPanel : public QWidget {
   /// shown in the note, and compared with the replay of the recorded settings (tester41 #7).
   /// Call after set_history; entry < 0: unknown (nothing said).
   void set_recorded_at_peak_reserved(int64_t entry, double fragmentation, int64_t reserved);
-  /// After a replay: what the replay of the recorded settings gives against the recording at
-  /// peak reserved, and why they differ where they do ("" when no row replays the recorded
-  /// settings or no recorded figure was given). Pure: `results` rows, `recorded` as set_history's.
+  /// How the recording ended, also compared after a replay: its first OOM entry (-1: none) and
+  /// an imported snapshot's dump, its segments and reserved bytes (-1: no dump, an engine run).
+  /// Call after set_recorded_at_peak_reserved.
+  void set_recorded_outcome(int64_t first_oom_entry, int64_t dump_segments, int64_t dump_reserved);
+  /// After a replay: whether the replay of the recorded settings reproduces the recording, and
+  /// why not where it does not: engine::recorded_replay_verdict, the sentence `embedscope
+  /// replay-memory` prints (peak reserved, fragmentation there, the OOM, the dump; snap54,
+  /// tester54 F9). "" when no row replays the recorded settings or no recorded figure was
+  /// given. Pure: `results` rows, `recorded` as set_history's.
   static QString recorded_comparison(const std::vector<engine::ReplayResult>& results, const std::string& recorded,
-                                     int64_t recorded_entry, double recorded_fragmentation, int64_t recorded_reserved);
+                                     int64_t recorded_entry, double recorded_fragmentation, int64_t recorded_reserved,
+                                     int64_t recorded_oom = -1, int64_t dump_segments = -1, int64_t dump_reserved = -1);
   /// The settings the controls ask for: caching and/or expandable, and caching with the
   /// max_split_size when it is > 0.
   std::vector<engine::AllocatorConfig> settings() const;
@@ -81,6 +88,7 @@ class MemoryReplayPanel : public QWidget {
   QString base_note_;
   std::string recorded_;
   int64_t recorded_entry_ = -1, recorded_reserved_ = 0;
+  int64_t recorded_oom_ = -1, dump_segments_ = -1, dump_reserved_ = -1;
   double recorded_fragmentation_ = 0;
 };
 

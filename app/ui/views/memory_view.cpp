@@ -362,8 +362,16 @@ void MemoryView::apply(MemoryViewData& d) {
   fill_fragmentation();
   fill_stacks();
   replay_->set_history(data_.history, data_.capacity, a.peak_reserved, replay_->property("recorded").toString().toStdString());
-  if (a.starts_empty)  // a trace that starts mid-way is not the whole recording: nothing to compare
+  if (a.starts_empty) {  // a trace that starts mid-way is not the whole recording: nothing to compare
     replay_->set_recorded_at_peak_reserved(a.peak_reserved_entry, a.at_peak_reserved.external_fragmentation, a.peak_reserved);
+    // how it ended, as replay-memory compares it (snap54, tester54 F9): its OOM, and a snapshot's
+    // dump (the rank's counter at the dump: its segments and reserved bytes)
+    int64_t dump_segments = -1, dump_reserved = -1;
+    if (session_->meta(sessions::meta::kImportFormat, "") == "torch_memory_snapshot")
+      for (const auto& c : counters_)
+        if (c.rank == rank_) dump_segments = c.segments, dump_reserved = c.reserved;
+    replay_->set_recorded_outcome(a.ooms.empty() ? -1 : a.ooms.front().entry, dump_segments, dump_reserved);
+  }
   {
     const QSignalBlocker b1(slider_), b2(entry_box_);
     slider_->setRange(0, static_cast<int>(h.size() - 1));

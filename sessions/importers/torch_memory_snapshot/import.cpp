@@ -69,20 +69,6 @@ std::string innermost(const MemorySnapshotFile& s, int32_t stack) {
 
 }  // namespace
 
-namespace {
-/// The devices of `snap` that hold anything (segments or trace entries); device 0 when none does.
-std::vector<int64_t> devices_with_data(const MemorySnapshotFile& snap) {
-  std::vector<int64_t> out;
-  for (int64_t d = 0; d < snap.device_count(); ++d) {
-    bool any = d < static_cast<int64_t>(snap.device_traces.size()) && !snap.device_traces[static_cast<size_t>(d)].empty();
-    for (const auto& seg : snap.segments) any = any || seg.device == d;
-    if (any) out.push_back(d);
-  }
-  if (out.empty()) out.push_back(0);
-  return out;
-}
-}  // namespace
-
 ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const std::string& source, SessionWriter& w) {
   return import_torch_memory_snapshots({{&snap, source}}, w);
 }
@@ -151,8 +137,10 @@ ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& in
   }
   ImportSummary sum;
   const bool one = inputs.size() == 1;
-  // ranks: every device of a snapshot imported alone; of several (one per process), the devices
-  // that hold anything, in argument order
+  // ranks: the devices that hold anything (MemorySnapshotFile::used_devices), in argument order;
+  // a device with no segment and an empty trace list is a visible GPU the process did not use
+  // (PyTorch writes one list per visible GPU; snap54, tester54 F2: 7 empty lists of a one-GPU
+  // process on an 8-GPU node were 7 ranks with a false no_memory_history error each)
   struct RankOf {
     size_t input;
     int64_t device;
@@ -160,10 +148,7 @@ ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& in
   std::vector<RankOf> ranks;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const MemorySnapshotFile& snap = *inputs[k].snap;
-    if (one)
-      for (int64_t d = 0; d < snap.device_count(); ++d) ranks.push_back({k, d});
-    else
-      for (int64_t d : devices_with_data(snap)) ranks.push_back({k, d});
+    for (int64_t d : snap.used_devices()) ranks.push_back({k, d});
     sum.frames += static_cast<int64_t>(snap.frames.size());
     sum.stacks += static_cast<int64_t>(snap.stacks.size());
   }

@@ -47,6 +47,17 @@ int64_t MemorySnapshotFile::device_count() const {
   return n;
 }
 
+std::vector<int64_t> MemorySnapshotFile::used_devices() const {
+  std::vector<bool> used(static_cast<size_t>(device_count()), false);
+  for (size_t d = 0; d < device_traces.size(); ++d) used[d] = !device_traces[d].empty();
+  for (const auto& s : segments) used[static_cast<size_t>(s.device)] = true;
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < used.size(); ++d)
+    if (used[d]) out.push_back(static_cast<int64_t>(d));
+  if (out.empty()) out.push_back(0);
+  return out;
+}
+
 namespace {
 
 // A key path, rendered only for an error: segments[3].blocks[2].size
@@ -84,6 +95,10 @@ class Parser {
       } else if (key == "device_traces") {
         const Path p = top / "device_traces";
         const auto& devs = seq(v, p);
+        // one list per visible GPU (PyTorch's snapshot()): as many as device indices may be
+        if (static_cast<int64_t>(devs.size()) > kMaxDevices)
+          fail(p, fmt::format("{} device lists: PyTorch writes one per visible GPU (fewer than 128); at most {} here",
+                              devs.size(), kMaxDevices));
         for (size_t d = 0; d < devs.size(); ++d) {
           const auto& entries = seq(devs[d], p[d]);
           auto& trace = out_.device_traces.emplace_back();
@@ -125,6 +140,13 @@ class Parser {
   int64_t size(const Value& v, const Path& p) const {
     const int64_t n = i64(v, p);
     if (n < 0) fail(p, fmt::format("must be >= 0, got {}", n));
+    return n;
+  }
+  // bytes of memory a device holds: at most kMaxSnapshotBytes
+  int64_t bytes(const Value& v, const Path& p) const {
+    const int64_t n = size(v, p);
+    if (n > kMaxSnapshotBytes)
+      fail(p, fmt::format("{} B is larger than any device's memory (at most {} B, 1 PiB, here)", n, kMaxSnapshotBytes));
     return n;
   }
   uint64_t address(const Value& v, const Path& p) const {
@@ -188,10 +210,10 @@ class Parser {
                                          s.device, kMaxDevices - 1));
       }
       else if (key == "address") s.address = address(x, p / "address"), has_address = true;
-      else if (key == "total_size") s.total_size = size(x, p / "total_size"), has_total = true;
-      else if (key == "allocated_size") s.allocated_size = size(x, p / "allocated_size"), has_allocated = true;
-      else if (key == "active_size") s.active_size = size(x, p / "active_size"), has_active = true;
-      else if (key == "requested_size") s.requested_size = size(x, p / "requested_size");
+      else if (key == "total_size") s.total_size = bytes(x, p / "total_size"), has_total = true;
+      else if (key == "allocated_size") s.allocated_size = bytes(x, p / "allocated_size"), has_allocated = true;
+      else if (key == "active_size") s.active_size = bytes(x, p / "active_size"), has_active = true;
+      else if (key == "requested_size") s.requested_size = bytes(x, p / "requested_size");
       else if (key == "stream") s.stream = i64(x, p / "stream");
       else if (key == "segment_type") {
         const std::string& t = text(x, p / "segment_type");
@@ -237,8 +259,8 @@ class Parser {
     for (const auto& [k, x] : v.pairs()) {
       const std::string& key = k.as_string();
       if (key == "address") b.address = address(x, p / "address");
-      else if (key == "size") b.size = size(x, p / "size"), has_size = true;
-      else if (key == "requested_size") b.requested_size = size(x, p / "requested_size");
+      else if (key == "size") b.size = bytes(x, p / "size"), has_size = true;
+      else if (key == "requested_size") b.requested_size = bytes(x, p / "requested_size");
       else if (key == "state") {
         const std::string& st = text(x, p / "state");
         if (st == "active_allocated") b.state = BlockState::active_allocated;
@@ -276,13 +298,17 @@ class Parser {
         has_action = true;
       } else if (key == "addr") e.addr = address(x, p / "addr");
       else if (key == "device_free") e.addr = address(x, p / "device_free");
-      else if (key == "size") e.size = size(x, p / "size");
+      else if (key == "size") e.size = size(x, p / "size");  // bounded below, once the action is known
       else if (key == "stream") e.stream = i64(x, p / "stream");
       else if (key == "time_us") e.time_us = i64(x, p / "time_us");
       else if (key == "frames") e.stack = stack(x, p / "frames");
       else e.extra.emplace_back(key, x);
     }
     if (!has_action) fail(p / "action", "missing");
+    // an oom entry's size is the request that failed (any size); the others' are memory held
+    if (e.action != TraceAction::oom && e.size > kMaxSnapshotBytes)
+      fail(p / "size", fmt::format("{} B is larger than any device's memory (at most {} B, 1 PiB, here)", e.size,
+                                   kMaxSnapshotBytes));
     return e;
   }
 

@@ -280,12 +280,26 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
           // a block freed before the dump: its rounded request, or the whole free gap it was
           // placed in when PyTorch would not split that (as analysis/memory_history.cpp does)
           int64_t size = size_of[i];
-          if (!exact[i])
+          if (!exact[i]) {
             if (auto seg = l.segment_of(a); seg != l.segs.end()) {
               uint64_t gap_end = seg->first + static_cast<uint64_t>(seg->second);
               if (auto next = l.blocks.upper_bound(a); next != l.blocks.end() && next->first < gap_end) gap_end = next->first;
               size = torch_block_bytes(size, static_cast<int64_t>(gap_end - a), seg->second);
             }
+            // snap54 (tester54 F4): a request larger than the block the trace gives it (its free's
+            // rounded size, in the room its segment leaves there: 50 MiB in a 40 MiB segment) is
+            // a wrong entry; its block's size is taken as its request, as for a block of the dump
+            // (trace_size_disagrees_with_dump), so stats and replay-memory use one figure
+            if (e.size > size) {
+              out.oversized[i] = size;
+              out.problems.push_back(fmt::format(
+                  "device {} entry {} (alloc): asks {} B at {:#x}, but the block it gets there holds {} B (its free "
+                  "in the trace and the room its segment leaves at that address say so); a request never exceeds its "
+                  "block: the block's size is taken as its request",
+                  device, i, e.size, a, size));
+              out.problem_names.push_back("alloc_larger_than_block");
+            }
+          }
           l.add_block(a, {size, false, e.stream});
           break;
         }

@@ -108,7 +108,10 @@ struct InitialBlock {
 ReplayResult replay(const MemoryTrace& trace, const AllocatorConfig& config, const std::string& origin);
 
 /// The same for actions that may free blocks the replay never saw (counted in skipped_frees,
-/// not errors, when `lenient`) after `initial` blocks.
+/// not errors, when `lenient`) after `initial` blocks. When `lenient` (a recorded trace), an
+/// action the allocator model cannot apply (a std::logic_error of the model) throws SpecError
+/// "ORIGIN: entry E (KIND of N B): the allocator model cannot replay it (...)", E the action's
+/// MemoryAction::entry.
 ReplayResult replay_actions(const std::vector<MemoryAction>& actions, const std::vector<InitialBlock>& initial,
                             const AllocatorConfig& config, const std::string& origin, bool lenient);
 

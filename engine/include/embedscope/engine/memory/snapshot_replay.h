@@ -26,7 +26,7 @@
 
 #include "embedscope/engine/memory/replay.h"
 #include "embedscope/sessions/analysis/memory_history.h"
-#include "embedscope/sessions/importers/torch_memory_snapshot/snapshot.h"
+#include "embedscope/sessions/importers/torch_memory_snapshot/import.h"  // TimelineWalk, MemorySnapshotFile
 
 namespace embedscope::engine {
 
@@ -40,10 +40,24 @@ struct SnapshotReplay {
   std::vector<int64_t> recorded_ooms;  ///< entry indices of the trace's oom entries
   int64_t capacity_bytes = 0;          ///< the capacity replayed against
   std::vector<ReplayResult> results;   ///< one per setting, in the order given
+  /// Entries that contradict the dump or their block, as `embedscope import` reports them
+  /// (sessions walk_timeline: "device D entry I (action): ..."); an alloc larger than its block
+  /// is replayed at the block's size, as the import stores it.
+  std::vector<std::string> problems;
 };
 
-/// The actions of `device`'s trace (see above) and the blocks live at its first entry.
+/// The actions of `device`'s trace (see above). An alloc whose request is larger than its block
+/// (TimelineWalk::oversized: import problems trace_size_disagrees_with_dump and
+/// alloc_larger_than_block) asks for the block's size, the figure `stats` uses too; an oom
+/// request above kMaxMemoryBytes asks for replayable_request() of it.
 std::vector<MemoryAction> snapshot_actions(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device);
+/// The same with the device's walk (walk_timeline(snap, device, 0)) already made.
+std::vector<MemoryAction> snapshot_actions(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device,
+                                           const sessions::torch_snapshot::TimelineWalk& walk);
+/// A recorded request of `bytes` as replayed: at most kMaxMemoryBytes + 512, which no device of
+/// at most kMaxMemoryBytes can serve (PyTorch records an OOM's request as asked, 2^63 - 1
+/// included; the allocator model's 512-byte rounding would overflow on it).
+int64_t replayable_request(int64_t bytes);
 
 /// The recorded settings as an AllocatorConfig of `capacity`: expandable when
 /// expandable_segments, else caching; its max_split_size (0 = unlimited).
@@ -53,9 +67,36 @@ AllocatorConfig recorded_config(const sessions::torch_snapshot::MemorySnapshotFi
 /// device's free bytes (device_free) + the bytes reserved then; 0 when the trace has no oom.
 int64_t snapshot_capacity(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device);
 
-/// Replays `device`'s trace through every setting (their capacity_bytes used as given).
+/// Replays `device`'s trace through every setting (their capacity_bytes used as given). An
+/// entry the allocator model cannot apply throws SpecError naming `origin`, the device and the
+/// entry (replay_actions).
 SnapshotReplay replay_snapshot(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device,
                                const std::vector<AllocatorConfig>& settings, const std::string& origin);
+
+/// What a recorded run did, for recorded_replay_verdict: bytes; -1 where unknown or not compared.
+struct RecordedMemory {
+  int64_t peak_reserved = -1;                  ///< the recording's peak reserved bytes
+  double fragmentation_at_peak_reserved = -1;  ///< external fragmentation (0..1) at the first entry at that peak
+  int64_t first_oom_entry = -1;                ///< the recording's first oom entry; -1: it did not run out
+  int64_t dump_segments = -1;                  ///< the dump's segments (-1: no dump, e.g. an engine run)
+  int64_t dump_reserved = -1;                  ///< the dump's reserved bytes
+};
+
+/// Whether the replay of the recorded settings reproduces the recording, and where not.
+struct ReplayVerdict {
+  bool reproduces = false;
+  std::vector<std::string> differences;  ///< one clause each, in the order of `text`
+  std::string text;                      ///< the sentence replay-memory and the workbench's Replay panel both print
+};
+
+/// The one verdict on a replay of the recorded settings (`own`, labelled `label`: "caching",
+/// "expandable"), printed by `embedscope replay-memory` and the workbench's Replay panel alike
+/// (snap54, tester54 F9: the panel said "reproduces the recording" where replay-memory said
+/// "(differs)" for the same file). It reproduces when every known figure of `rec` agrees: the
+/// peak reserved bytes, the fragmentation at peak reserved (within 0.05 points), whether and
+/// where it ran out of memory (the recorded first OOM against own.oom_action), and the dump's
+/// segments and reserved bytes against the replay's end. Pure.
+ReplayVerdict recorded_replay_verdict(const ReplayResult& own, const std::string& label, const RecordedMemory& rec);
 
 /// The same replay from a session's memory history (sessions/analysis/memory_history.h; the
 /// workbench's Replay button on an imported snapshot or an engine run): its entries become

@@ -52,11 +52,13 @@ struct TimelineWalk {
   /// The import_stats name of each of `problems` (same order): alloc_block_not_live,
   /// free_requested_block_not_pending, free_completed_block_still_live,
   /// segment_alloc_segment_missing, segment_free_segment_still_there,
-  /// segment_map_no_segment_end, trace_size_disagrees_with_dump.
+  /// segment_map_no_segment_end, trace_size_disagrees_with_dump, alloc_larger_than_block.
   std::vector<std::string> problem_names;
-  /// Alloc entries (index) whose requested size is larger than their block at the dump (bytes):
-  /// a request never exceeds its block, so the entry's size is wrong; the import stores the
-  /// block's size as its request (trace_size_disagrees_with_dump).
+  /// Alloc entries (index) whose requested size is larger than their block (bytes): the block
+  /// at the dump (trace_size_disagrees_with_dump) or, for a block freed before the dump, the
+  /// one its free and its segment give it (alloc_larger_than_block). A request never exceeds
+  /// its block, so the entry's size is wrong; the import stores the block's size as its
+  /// request, and replay-memory replays that size (engine snapshot_actions).
   std::map<size_t, int64_t> oversized;
 };
 
@@ -77,7 +79,8 @@ struct ImportSummary {
   std::vector<ImportStat> import_stats;
 };
 
-/// Writes `snap` (read from `source`) into `w` (which the caller closes): one rank per device.
+/// Writes `snap` (read from `source`) into `w` (which the caller closes): one rank per device
+/// that holds anything (MemorySnapshotFile::used_devices), labelled "cuda:D".
 ImportSummary import_torch_memory_snapshot(const MemorySnapshotFile& snap, const std::string& source, SessionWriter& w);
 
 /// One snapshot of several (import_torch_memory_snapshots): the parsed file and its name.
@@ -92,7 +95,8 @@ struct SnapshotInput {
 /// earliest time_us of all files is 0; PyTorch's time_us are Unix microseconds); frames and
 /// stacks of every file in one table (ids offset per file); the first file's allocator
 /// settings (others that differ: import problem allocator_settings_differ, info). One input
-/// is import_torch_memory_snapshot (every device a rank). `ImportSummary::devices` counts ranks.
+/// is import_torch_memory_snapshot (the same rule: an unused GPU's empty trace list is no rank).
+/// `ImportSummary::devices` counts ranks.
 ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& inputs, SessionWriter& w);
 
 /// load_snapshot(path) and the import above. Throws PickleError / SnapshotError (SessionError).

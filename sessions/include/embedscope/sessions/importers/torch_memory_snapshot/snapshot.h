@@ -65,6 +65,13 @@ struct Block {
 /// make the import and replay-memory walk that many devices).
 constexpr int64_t kMaxDevices = 1024;
 
+/// The most bytes a segment, a block or an entry that holds memory (alloc, free_*, segment_*)
+/// may name: 1 PiB, the most device memory this project models (engine kMaxMemoryBytes). A
+/// larger size is refused naming the file and the field (snap54, tester54 F4: a total_size of
+/// 2^62 read as "4194304.0 TiB reserved", 2^63 - 1 overflowed the 512-byte rounding); an oom
+/// entry's size, the request that failed, may be any size >= 0.
+constexpr int64_t kMaxSnapshotBytes = int64_t{1} << 50;
+
 struct Segment {
   int64_t device = 0;           ///< [0, kMaxDevices)
   uint64_t address = 0;
@@ -115,9 +122,14 @@ struct MemorySnapshotFile {
 
   /// Devices named by segments or traces: max(device) + 1 (0 for an empty snapshot).
   int64_t device_count() const;
+  /// The devices that hold anything (a segment, or a trace entry), ascending; {0} when none
+  /// does. PyTorch's snapshot() writes one device_traces list per visible GPU, so a one-GPU
+  /// process on an 8-GPU node dumps 7 empty lists: those GPUs were unused, not unrecorded.
+  std::vector<int64_t> used_devices() const;
 };
 
-/// Parses an unpickled snapshot. Throws SnapshotError naming `source` and the key path.
+/// Parses an unpickled snapshot. Throws SnapshotError naming `source` and the key path, also
+/// for more than kMaxDevices device_traces lists and for sizes above kMaxSnapshotBytes.
 MemorySnapshotFile parse_snapshot(const pickle::Value& root, const std::string& source);
 
 /// pickle::load_file + parse_snapshot. Throws PickleError or SnapshotError.
