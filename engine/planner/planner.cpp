@@ -360,13 +360,19 @@ std::string shortfall_line(const WorkloadSpec& spec, const DeviceMemoryEstimate&
 }
 }  // namespace
 
+std::string segment_shortfall(const WorkloadSpec& spec) {
+  if (spec.memory.allocator == AllocatorKind::direct || spec.memory.allocator == AllocatorKind::cuda_async ||
+      spec.devices.memory_bytes >= kSmallBuffer)
+    return "";
+  return fmt::format("{} is smaller than one {} segment of the {} allocator", format_bytes(spec.devices.memory_bytes),
+                     format_bytes(kSmallBuffer), to_string(spec.memory.allocator));
+}
+
 void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryEstimate>& est, ShortfallScope scope) {
-  if (spec.memory.allocator != AllocatorKind::direct && spec.memory.allocator != AllocatorKind::cuda_async &&
-      spec.devices.memory_bytes < kSmallBuffer)
-    throw SpecError(fmt::format("/devices/memory_bytes: {} is smaller than one {} segment of the {} allocator; give the "
-                                "devices more memory or use \"memory\": {{\"allocator\": \"direct\"}}",
-                                format_bytes(spec.devices.memory_bytes), format_bytes(kSmallBuffer),
-                                to_string(spec.memory.allocator)));
+  if (const std::string shortfall = segment_shortfall(spec); !shortfall.empty())
+    throw SpecError(fmt::format("/devices/memory_bytes: {}; give the devices more memory or use \"memory\": "
+                                "{{\"allocator\": \"direct\"}}",
+                                shortfall));
   detail::check_plan_independent_memory(spec);  // what no plan changes: one line, not one a rank
   detail::RankLines host_lines;  // tables in host memory: each rank's host side first
   for (const auto& e : est)

@@ -259,6 +259,15 @@ AnalysisStepPart analysis_step_part(const SessionReader& session) {
   const int64_t drain_run =
       drain_steps_run(st.pipeline, run.ended, run.planned_steps, windows.empty() ? -1 : std::prev(windows.end())->first);
   SteadySteps steady = steady_state_steps(std::move(step_times), drain_run);
+  {  // the counted steps are the first steady.counted.size() windows, in step order
+    auto w = windows.begin();
+    int64_t longest = -1;
+    for (size_t k = 0; k < steady.counted.size() && w != windows.end(); ++k, ++w)
+      if (steady.counted[k] > longest) {
+        longest = steady.counted[k];
+        st.slowest_step = w->first;
+      }
+  }
   st.drain_steps = steady.drain_left_out;
   st.all_drain = steady.all_drain;
   // the first drain step; past the last step when none is left out

@@ -128,11 +128,23 @@ std::string compare_cell_text(const ComparedSession& s, CompareFigure f) {
   return v ? compare_value_text(f, *v, s.rate.unit) : std::string("-");
 }
 
+std::string figure_level(const ComparedSession& s, CompareFigure f) {
+  if (f != CompareFigure::ExposedComm && f != CompareFigure::Overlap) return "";
+  return s.stats.stream_ranks ? "GPU streams" : s.stats.simulated ? "simulated ranks" : "host threads";
+}
+
 CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& other, CompareFigure f) {
   CompareDelta d;
   const auto a = compare_value(base, f), b = compare_value(other, f);
   if (!a || !b) {
     d.text = "-";
+    return d;
+  }
+  // GPU streams against host threads or simulated ranks: two measures, no difference (tester54 F5)
+  if (const std::string la = figure_level(base, f), lb = figure_level(other, f);
+      la != lb && (la == "GPU streams" || lb == "GPU streams")) {
+    d.not_comparable = lb + " vs " + la;
+    d.text = "not comparable (" + d.not_comparable + ")";
     return d;
   }
   if (f == CompareFigure::Throughput && base.rate.unit != other.rate.unit) {  // tokens against samples: no difference
@@ -187,6 +199,43 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
     d.text += ", within noise";
   }
   return d;
+}
+
+std::string measure_note(const std::vector<ComparedSession>& sessions, const std::vector<std::string>& labels) {
+  if (labels.size() != sessions.size()) return "";
+  // a simulated session's figures are the cost model's ops per rank, neither (tester45 F12.2)
+  std::vector<std::string> streams, threads, simulated, no_host;
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    const RunStats& st = sessions[i].stats;
+    (st.simulated ? simulated : st.stream_ranks ? streams : threads).push_back(labels[i]);
+    if (!compare_value(sessions[i], CompareFigure::HostExposedComm)) no_host.push_back(labels[i]);
+  }
+  if (streams.empty() || (threads.empty() && simulated.empty())) return "";
+  std::vector<std::string> others;
+  if (!threads.empty()) others.push_back(fmt::format("those of {} its host threads' spans", fmt::join(threads, ", ")));
+  if (!simulated.empty())
+    others.push_back(
+        fmt::format("those of {} the cost model's compute and comm ops per simulated rank", fmt::join(simulated, ", ")));
+  std::string note = fmt::format(
+      "not the same measure: the communication, overlap and idle figures of {} are its GPU streams' (kernels and "
+      "copies), {}; differences across the levels are not computed (not comparable); ",
+      fmt::join(streams, ", "), fmt::join(others, ", "));
+  if (no_host.empty()) return note + "the row 'exposed communication, host threads' compares the host threads of all";
+  // an imported trace's host threads are not analysed: the host row is "-" for it (tester54 F5)
+  const bool one = no_host.size() == 1;
+  std::vector<std::string> not_streams = threads;  // the sessions of the other levels
+  not_streams.insert(not_streams.end(), simulated.begin(), simulated.end());
+  note += fmt::format("no row compares {} like for like with {}: {} {} no host-thread figures (an imported trace's "
+                      "host threads are not analysed; the row 'exposed communication, host threads' is - for {})",
+                      fmt::join(no_host, ", "), fmt::join(not_streams, ", "), fmt::join(no_host, ", "),
+                      one ? "has" : "have", one ? "it" : "them");
+  if (sessions.size() - no_host.size() >= 2) {
+    std::vector<std::string> with_host;
+    for (const auto& l : labels)
+      if (std::find(no_host.begin(), no_host.end(), l) == no_host.end()) with_host.push_back(l);
+    note += fmt::format("; that row compares the host threads of {}", fmt::join(with_host, ", "));
+  }
+  return note;
 }
 
 std::optional<double> hta_overlap_pct(const SessionReader& session) {

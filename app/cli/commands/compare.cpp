@@ -182,7 +182,15 @@ int cmd_compare(const CompareState& st) {
             d.diff ? json{{"difference", *d.diff}, {"percent", value_or_null(d.percent)}, {"within_noise", d.within_noise}}
                    : json();
       }
-      j["differences"].push_back({{"label", labels[i]}, {"baseline", labels[0]}, {"figures", figures}});
+      // the figures of different levels (GPU streams vs host threads): no difference, and why (tester54 F5)
+      json not_comparable = json::object();
+      for (int k = 0; k < ss::kCompareFigureCount; ++k) {
+        const auto f = static_cast<ss::CompareFigure>(k);
+        if (const ss::CompareDelta d = ss::compare_delta(cs[0], cs[i], f); !d.not_comparable.empty())
+          not_comparable[ss::compare_figure_key(f)] = d.not_comparable;
+      }
+      j["differences"].push_back(
+          {{"label", labels[i]}, {"baseline", labels[0]}, {"figures", figures}, {"not_comparable", not_comparable}});
     }
     std::cout << dump(j) << "\n";
     return 0;
@@ -198,25 +206,10 @@ int cmd_compare(const CompareState& st) {
                              recorded_oom[i].empty() ? " on " : "; ", ran_on_text(*readers[i], cs[i].stats))
               << (settings[i].empty() ? "" : fmt::format("    differs: {}\n", settings[i]))
               << unlike_work_text(cs[i].rate, cs[0].rate, labels[0], i);
-  // figures that measure different things where GPU streams meet host threads (tester38 #1)
-  // a simulated session's figures are the cost model's ops per rank, neither (tester45 F12.2)
-  std::vector<std::string> streams, threads, simulated;
-  for (size_t i = 0; i < cs.size(); ++i)
-    (readers[i]->meta(ss::meta::kSimulated, "0") == "1" ? simulated
-     : cs[i].stats.stream_ranks                          ? streams
-                                                         : threads)
-        .push_back(labels[i]);
-  if (!streams.empty() && (!threads.empty() || !simulated.empty())) {
-    std::vector<std::string> others;
-    if (!threads.empty()) others.push_back(fmt::format("those of {} its host threads' spans", fmt::join(threads, ", ")));
-    if (!simulated.empty())
-      others.push_back(fmt::format("those of {} the cost model's compute and comm ops per simulated rank",
-                                   fmt::join(simulated, ", ")));
-    std::cout << fmt::format("not the same measure: the communication, overlap and idle figures of {} are its GPU "
-                             "streams' (kernels and copies), {}; the row 'exposed communication, host threads' "
-                             "compares the host threads of all\n",
-                             fmt::join(streams, ", "), fmt::join(others, ", "));
-  }
+  // figures that measure different things where GPU streams meet host threads (tester38 #1); a
+  // simulated session's are the cost model's ops per rank, neither (tester45 F12.2); which row, if
+  // any, compares them like for like (tester54 F5)
+  if (const std::string note = ss::measure_note(cs, labels); !note.empty()) std::cout << note << "\n";
   for (size_t i = 0; i < cs.size(); ++i) {  // GPU busy, host, GPU trace: the lines of `stats`
     const std::string lines = ss::gpu_run_text(*readers[i], cs[i].stats);
     size_t at = 0;

@@ -14,6 +14,7 @@
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/rebalance/policy_reach.h"
+#include "embedscope/engine/sharding/sharding.h"  // segment_shortfall
 #include "embedscope/engine/workload/presets.h"
 
 namespace embedscope::cli {
@@ -318,6 +319,14 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     spec.devices.backend = es::Backend::simulated;
     spec.devices.hardware = a.simulate;
     spec.devices.memory_bytes = hw.gpu.memory_bytes;
+    // the devices' memory is the profile's now: a GPU too small for one segment is the profile's
+    // fault, named by its file and pointer, not the workload's /devices/memory_bytes (tester54 F8)
+    if (const std::string shortfall = es::segment_shortfall(spec); !shortfall.empty())
+      throw es::SpecError(fmt::format("{}: /gpu/memory_bytes: {} (the workload's memory.allocator); give the profile's "
+                                      "GPU more memory, or use \"memory\": {{\"allocator\": \"direct\"}} in the workload ({})",
+                                      es::hardware_profile_is_file(a.simulate) ? a.simulate
+                                                                               : "hardware profile " + a.simulate,
+                                      shortfall, a.origin));
     set_by.emplace_back("/devices/hardware", "--simulate");
     if (a.was_given("--nodes") || a.was_given("--gpus-per-node")) {
       const auto [nodes, per_node] = simulated_cluster(a, hw, static_cast<int>(spec.devices.count));

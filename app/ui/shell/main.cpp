@@ -231,7 +231,15 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
     // the timeline again, fitted to the slowest measured step with its critical path drawn: what
     // keys 1..9 and P show in the window (tester43 F8)
     if (auto* tv = qobject_cast<embedscope::ui::TimelineView*>(page(i))) {
-      if (const auto step = embedscope::ui::report_step(tv->timeline()->steps())) {
+      // the step `stats` calls slowest (its step time max: per step the slowest rank's own), not the
+      // widest window across ranks (tester54 F7)
+      std::optional<int64_t> step;
+      try {
+        step = embedscope::ui::report_step(embedscope::sessions::analyze_step_times(*tv->session()), tv->timeline()->steps());
+      } catch (const std::exception& e) {
+        if (const QString err = QString::fromUtf8(e.what()); !errors.contains(err)) errors << err;
+      }
+      if (step) {
         tv->show_critical_path(true);
         embedscope::ui::wait_for_analyses(tv);
         QApplication::processEvents();

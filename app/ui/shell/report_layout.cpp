@@ -276,15 +276,9 @@ QImage capped_width(const QImage& image, int max_width) {
                            .arg(QLocale(QLocale::English).toString(max_width), QLocale(QLocale::English).toString(image.width())));
 }
 
-std::optional<int64_t> report_step(const std::map<int64_t, ViewRange>& steps) {
-  std::optional<int64_t> slowest;
-  int64_t widest = -1;
-  for (const auto& [step, w] : steps)
-    if (step >= 0 && w.t1 - w.t0 > widest) {
-      widest = w.t1 - w.t0;
-      slowest = step;
-    }
-  return slowest;
+std::optional<int64_t> report_step(const sessions::RunStats& st, const std::map<int64_t, ViewRange>& steps) {
+  if (!st.slowest_step || !steps.contains(*st.slowest_step)) return std::nullopt;
+  return st.slowest_step;
 }
 
 }  // namespace embedscope::ui

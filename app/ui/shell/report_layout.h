@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/timeline_math.h"  // ViewRange
+#include "embedscope/sessions/analysis/analysis.h"  // RunStats
 
 class QWidget;
 
@@ -33,10 +34,12 @@ inline constexpr int kReportMaxWidth = 4800;
 
 /// The step the report's second timeline image fits, with the critical path drawn (tester43 F8:
 /// without a display neither a fitted step nor the critical path could be seen): the slowest
-/// measured step (step >= 0, the widest window; the lowest such step on a tie), the one a user
-/// looks into first. nullopt when no measured step has a window (warm-up only, a trace without
-/// steps). {0: [0, 100), 1: [100, 250), 2: [250, 400)} -> 1.
-std::optional<int64_t> report_step(const std::map<int64_t, ViewRange>& steps);
+/// measured step as `stats` measures it, RunStats::slowest_step (per counted step the slowest
+/// rank's own step time, the lowest such step on a tie; tester54 F7: the widest window across
+/// ranks picked another step where the ranks' windows are offset), the one a user looks into
+/// first. nullopt when `st` has none or the timeline has no window for it (`steps`: the
+/// timeline's step windows; warm-up only, a trace without steps).
+std::optional<int64_t> report_step(const sessions::RunStats& st, const std::map<int64_t, ViewRange>& steps);
 
 /// Lets every visible QLabel under `view` that does not wrap and is wider than `max_width` - 64
 /// px wrap its words (a label listing 1,024 ranks held a report page 31,674 px wide: tester42

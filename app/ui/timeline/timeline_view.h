@@ -35,6 +35,8 @@ class TimelineView : public QWidget {
   /// Reads every lane of `session` (throws sessions::SessionError on a damaged file).
   explicit TimelineView(std::shared_ptr<const sessions::SessionReader> session, QWidget* parent = nullptr);
   TimelineWidget* timeline() { return timeline_; }
+  /// The session the view shows.
+  const std::shared_ptr<const sessions::SessionReader>& session() const { return session_; }
   RangeTotalsModel* totals() { return totals_; }
   QLineEdit* search_box() { return search_; }
   QLabel* details() { return details_; }

@@ -176,19 +176,20 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
                   .arg(labels[i].toHtmlEscaped(), QString::fromStdString(brief).toHtmlEscaped());
   // communication figures of GPU streams beside a host's threads' (tester38 #1: a cuda run's
   // 0.41 ms of exposed comm against a cpu run's 20 ms read as the GPU hiding 98% of it)
-  // (a simulated session's are the cost model's ops per rank, neither: tester45 F12.2, as the CLI says)
-  QStringList streams, threads, simulated;
-  for (size_t i = 0; i < sessions.size(); ++i)
-    (stats[i].simulated ? simulated : stats[i].stream_ranks ? streams : threads) << labels[i].toHtmlEscaped();
-  if (!streams.isEmpty() && (!threads.isEmpty() || !simulated.isEmpty())) {
-    QStringList others;
-    if (!threads.isEmpty()) others << QString("those of %1 its host threads' spans").arg(threads.join(", "));
-    if (!simulated.isEmpty())
-      others << QString("those of %1 the cost model's compute and comm ops per simulated rank").arg(simulated.join(", "));
-    head += QString("<span style=\"color:#b00000\"><b>not the same measure</b>: the communication, overlap and idle "
-                    "figures of %1 are its GPU streams' (kernels and copies), %2; the row 'exposed communication, "
-                    "host threads' compares the host threads of all</span><br>")
-                .arg(streams.join(", "), others.join(", "));
+  // (a simulated session's are the cost model's ops per rank, neither: tester45 F12.2), and which
+  // row, if any, compares them like for like (tester54 F5): the CLI's line
+  {
+    std::vector<sessions::ComparedSession> compared;
+    std::vector<std::string> label_text;
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      compared.push_back({stats[i], {}, sessions[i].session->meta(sessions::meta::kImported) == "1"});
+      label_text.push_back(labels[i].toStdString());
+    }
+    if (const std::string note = sessions::measure_note(compared, label_text); !note.empty()) {
+      const QString text = QString::fromStdString(note).toHtmlEscaped();
+      const QString lead = "not the same measure";
+      head += QString("<span style=\"color:#b00000\"><b>%1</b>%2</span><br>").arg(lead, text.mid(lead.size()));
+    }
   }
   // a GPU run's GPU busy, its host threads' exposed communication and what its GPU trace lost, as
   // `embedscope stats` says them (ux41 #6: only the streams' exposed communication was shown)

@@ -590,11 +590,16 @@ void MemoryView::fill_fragmentation() {
   for (int i = 0; i < ox.size(); ++i) late = std::max({late, req[i], lf[i]});
   if (late > 0 && all > 2 * late) {
     p->yAxis->setRange(0, late * 1.1);
-    p->yAxis->setLabel(QString("MiB (after entry %1)").arg(skip));  // the first entries' peak clipped
+    p->yAxis->setLabel(clipped_scale_label(skip));  // the first entries' peak clipped
   }
   p->yAxis2->setRange(0, 100);
   follow_palette(p);
   if (p->isVisible()) p->replot();
+}
+
+QString clipped_scale_label(int64_t skip) {
+  if (skip <= 1) return "MiB (scaled to entries 1 on: entry 0 clipped)";
+  return QString("MiB (scaled to entries %1 on: entries 0-%2, the first 1%, clipped)").arg(skip).arg(skip - 1);
 }
 
 void MemoryView::fill_stacks() {

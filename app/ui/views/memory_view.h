@@ -57,6 +57,14 @@ struct MemoryViewData {
 /// Loads and analyses `rank`'s history from the session at `path` (its own reader).
 MemoryViewData load_memory_view_data(const std::string& path, int32_t rank, int64_t columns = 1200);
 
+/// The fragmentation chart's MiB axis label where its scale leaves out the first entries (the
+/// largest free block of a fresh segment before the weights fill it flattened the rest: tester43
+/// F13): the axis is scaled to the entries from `skip` on (skip = the first 1 % of the trace,
+/// at least 1) and the OOMs, the first entries' higher values clipped. skip 9: "MiB (scaled to
+/// entries 9 on: entries 0-8, the first 1%, clipped)"; skip 1: "MiB (scaled to entries 1 on:
+/// entry 0 clipped)" (tester54 F10: "MiB (after entry 9)" did not say what it meant).
+QString clipped_scale_label(int64_t skip);
+
 class MemoryView : public QWidget {
   Q_OBJECT
 

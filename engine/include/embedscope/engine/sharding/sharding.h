@@ -208,6 +208,14 @@ enum class ShortfallScope {
 /// with memory.compaction.
 bool allocator_runs_out(const WorkloadSpec& spec, const DeviceMemoryEstimate& e, ShortfallScope scope);
 
+/// Why devices.memory_bytes cannot hold one segment of the workload's allocator: the caching
+/// and expandable allocators map memory in segments of at least 2 MiB (memory/allocator.h
+/// kSmallBuffer), so a smaller device holds nothing. "1.0 MiB is smaller than one 2.0 MiB segment
+/// of the caching allocator", or "" when it holds one or the allocator does not segment (direct,
+/// cuda_async). The reason alone, without a JSON pointer: check_memory_fits names
+/// /devices/memory_bytes, `--simulate PROFILE` the profile's /gpu/memory_bytes (tester54 F8).
+std::string segment_shortfall(const WorkloadSpec& spec);
+
 /// Throws SpecError if a device's estimate exceeds devices.memory_bytes, with the per-device
 /// breakdown (weights, optimizer state, dense, buffers) of every device that does not fit, or if
 /// its allocator's min_reservation does (no layout of segments could hold the step; the error

@@ -105,6 +105,11 @@ struct RunStats {
   int64_t steps = 0;
   int64_t samples_per_step = 0;
   Distribution step_time_ns;       ///< per step: the slowest rank's step time (drain steps left out)
+  /// The counted step whose time is step_time_ns.max (its slowest rank's own window, end -
+  /// start, the longest; the lowest such step on a tie): the step `stats` calls slowest, which the
+  /// workbench's report fits (tester54 F7: it took the widest window across ranks, min start to
+  /// max end, another step where the ranks' windows are offset). None without a counted step.
+  std::optional<int64_t> slowest_step;
   double samples_per_s = 0;        ///< samples_per_step over step_time_ns.mean
   /// The pipeline (workload_json "pipeline"; "" when the session has none) and how many of the
   /// `steps` measured steps drain it (stats.h: pipeline_drain_steps; tester46 F21): the last

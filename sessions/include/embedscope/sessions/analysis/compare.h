@@ -105,8 +105,40 @@ struct CompareDelta {
   /// to zero (loss 0.66410 vs 0.66409: tester50 F12), with the decimals it needs, up to 12.
   std::string text;
   bool within_noise = false;  ///< StepMean / StepP50 / Throughput: see within_noise()
+  /// Set where the two values measure different things, so no difference is computed (diff and
+  /// percent none, text "not comparable (GPU streams vs host threads)"): figure_level's of
+  /// `other` vs `base` ("GPU streams vs host threads"); "" otherwise.
+  std::string not_comparable;
 };
+/// The difference of `other` from `base` in `f`. Where the two sessions' figures of `f` are of
+/// different levels (figure_level: exposed communication and overlap of GPU streams against
+/// those of host threads or simulated ranks; tester54 F5: a trace's -69.2 % against a cpu run's
+/// read as a finding) none is computed: CompareDelta::not_comparable says why.
 CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& other, CompareFigure f);
+
+/// What the session's value of `f` measures, where sessions can differ in it: for ExposedComm
+/// and Overlap (their communication and compute are the ops of a lane level) "GPU streams"
+/// (RunStats::stream_ranks: kernels and copies of an imported trace or a cuda run), "simulated
+/// ranks" (the cost model's ops of a simulation) or "host threads" (a cpu run's spans); "" for
+/// every other figure, which measures the same in every session (HostExposedComm is the host
+/// threads' in all that have it). Two sessions whose levels differ are not compared in `f`
+/// (compare_delta), except "simulated ranks" against "host threads": a simulation's ops are
+/// modelled per rank as a cpu run's threads run them, the comparison a simulation is made for.
+std::string figure_level(const ComparedSession& s, CompareFigure f);
+
+/// The line that says where compared sessions' communication, overlap and idle figures are of
+/// different levels (GPU streams beside host threads or simulated ranks; tester38 #1, tester45
+/// F12.2), "" where they are not: "not the same measure: the communication, overlap and idle
+/// figures of B are its GPU streams' (kernels and copies), those of A its host threads' spans;
+/// differences across the levels are not computed (not comparable); " then, where every
+/// session has host-thread figures (a cuda run records its threads beside its streams), "the row
+/// 'exposed communication, host threads' compares the host threads of all"; else which sessions
+/// have none (an imported trace's host threads are not analysed: tester54 F5, the row it named
+/// was empty) and that no row compares them like for like with the host-thread and simulated
+/// sessions ("no row compares B like for like with A: B has no host-thread figures ...").
+/// `labels` as many as `sessions`. Plain text: the CLI prints it, the workbench escapes it.
+std::string measure_note(const std::vector<ComparedSession>& sessions, const std::vector<std::string>& labels);
+
 /// Whether a step-time difference between two sessions is within their step-to-step noise
 /// (tester41 #4: identical configs differed by -14 % / +19 % on a loaded machine): true when
 /// each session's mean step time lies within the other's [min, max] of measured steps. Both need
