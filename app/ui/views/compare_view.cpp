@@ -182,7 +182,10 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
     std::vector<sessions::ComparedSession> compared;
     std::vector<std::string> label_text;
     for (size_t i = 0; i < sessions.size(); ++i) {
-      compared.push_back({stats[i], {}, sessions[i].session->meta(sessions::meta::kImported) == "1"});
+      sessions::ComparedSession c;
+      c.stats = stats[i];
+      c.imported = sessions[i].session->meta(sessions::meta::kImported) == "1";
+      compared.push_back(std::move(c));
       label_text.push_back(labels[i].toStdString());
     }
     if (const std::string note = sessions::measure_note(compared, label_text); !note.empty()) {

@@ -103,9 +103,10 @@ void c54_expect_same_stats(const json& orig, const json& back, bool bytes, const
   for (size_t i = 0; i < orig["ranks"].size(); ++i) {
     for (const char* k : {"compute_ns", "comm_ns", "exposed_comm_ns", "idle_ns"})
       EXPECT_EQ(back["ranks"][i][k], orig["ranks"][i][k]) << "rank " << i << " " << k;
-    if (bytes)
+    if (bytes) {
       for (const char* k : {"bytes_sent", "bytes_received"})
         EXPECT_EQ(back["ranks"][i][k], orig["ranks"][i][k]) << "rank " << i << " " << k;
+    }
   }
   const json& ex = back["exported_run"];
   ASSERT_TRUE(ex.is_object()) << back.dump().substr(0, 400);
