@@ -475,7 +475,10 @@ RunStats analyze(const SessionReader& session) {
   st.world_size = world;
   // Likewise a rank-per-process session (metadata process_rank): it holds its own rank, its
   // peers are in their own sessions (tester36 D3: they read as idle ranks, imbalance = world).
-  if (session.meta(meta::kImported, "0") == "1" || !session.meta(meta::kProcessRank).empty()) {
+  // And any other session whose metadata world_size names ranks it holds nothing of (a hand
+  // edit, a damaged file): not invented as ranks of zeros (tester54 F3: a rank 2 of zeros
+  // lowered the means), but listed as untraced.
+  {
     std::set<int32_t> traced;
     for (const auto& lane : session.lanes()) traced.insert(lane.rank);
     if (!traced.empty()) {

@@ -5,12 +5,45 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::sessions::detail {
+
+void refuse_cut_short(const std::string& path) {
+  auto beside = [&](const char* suffix) {
+    struct stat sb {};
+    return ::lstat((path + suffix).c_str(), &sb) == 0;
+  };
+  if (beside("-wal") || beside("-journal")) return;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // SQLite says why
+  unsigned char h[100] = {};
+  const ssize_t n = ::pread(fd, h, sizeof(h), 0);
+  struct stat sb {};
+  const bool have_stat = ::fstat(fd, &sb) == 0;
+  ::close(fd);
+  static constexpr char kMagic[] = "SQLite format 3";  // 16 bytes with its NUL
+  if (n != static_cast<ssize_t>(sizeof(h)) || !have_stat || std::memcmp(h, kMagic, sizeof(kMagic)) != 0) return;
+  auto be32 = [&](int at) {
+    return (uint32_t{h[at]} << 24) | (uint32_t{h[at + 1]} << 16) | (uint32_t{h[at + 2]} << 8) | uint32_t{h[at + 3]};
+  };
+  uint32_t page_size = (uint32_t{h[16]} << 8) | h[17];
+  if (page_size == 1) page_size = 65536;
+  if (page_size < 512 || (page_size & (page_size - 1)) != 0) return;  // not a page size: SQLite says corrupt
+  const uint32_t pages = be32(28);
+  if (pages == 0 || be32(24) != be32(92)) return;  // the count is not valid: SQLite takes the file's size
+  const auto want = static_cast<int64_t>(pages) * page_size;
+  if (sb.st_size >= want) return;
+  if (beside("-wal")) return;  // a writer started since: its checkpoint grows the file
+  throw SessionError(fmt::format("{}: the session file is truncated or corrupt ({} bytes, where its SQLite header says {} "
+                                 "pages of {} bytes: {} bytes; an interrupted copy? copy it again)",
+                                 path, sb.st_size, pages, page_size, want));
+}
 
 namespace {
 

@@ -46,6 +46,18 @@ std::string sqlite_file_uri(const std::string& path, const std::string& query);
 /// throws SessionError "PATH: cannot open: REASON" when SQLite cannot open the file at all.
 sqlite3* open_session_read_only(const std::string& path, int busy_timeout_ms);
 
+/// Throws SessionError "PATH: the session file is truncated or corrupt (N bytes, where its SQLite
+/// header says P pages of S bytes: M bytes; ...)" when the database file is shorter than its
+/// header's page count (bytes 28-31, big-endian) x page size (bytes 16-17; 1 means 65536): an
+/// interrupted copy, cut inside its last pages, which SQLite reads as rows of NULLs (SQLite file
+/// format, https://www.sqlite.org/fileformat2.html, 1.3). The page count is taken only where the
+/// header says it is valid (it is non-zero and bytes 24-27 equal bytes 92-95, as SQLite takes it).
+/// Nothing is checked while a -wal or -journal is beside the file (a live run in WAL mode, whose
+/// checkpoint may grow the file after its first page; a killed run's session, which the reader
+/// checkpoints), nor for a file that is not an SQLite database (SQLite says so). Never changes
+/// the file.
+void refuse_cut_short(const std::string& path);
+
 /// Whether `rc` (an extended result code of a failed read) is a failure of the wal-index: what
 /// open_session_read_only answers with readonly_shm=1.
 bool is_wal_index_failure(int rc);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -123,6 +124,7 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
     if (stat(path.c_str(), &sb) != 0 || sb.st_size == 0)
       throw SessionError(fmt::format("{}: the file is empty (not a session)", path));
   }
+  detail::refuse_cut_short(path);  // read_only_open.h (tester54 F6: read as rows of NULLs)
   Impl& m = *impl_;
   // A reader never writes and never makes the writer fail (no checkpoint on close, a wait while
   // the writer holds a lock for a moment), and reads a session whose -shm cannot be made (a full
@@ -181,6 +183,16 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
   if (meta(meta::kFormat) != "embedscope-session")
     throw SessionError(
         fmt::format("{}: not an Embedscope session (metadata 'format' is '{}')", path, meta(meta::kFormat)));
+  if (const auto it = meta_.find(meta::kWorldSize); it != meta_.end()) {
+    // every per-rank list is sized by it: a hand-edited 99999999999 took 23.5 GB (tester54 F3)
+    const std::string& v = it->second;
+    int64_t w = -1;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), w);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || w < 0 || w > meta::kMaxWorldSize)
+      throw SessionError(fmt::format("{}: metadata world_size '{}' is not a whole number in [0, {}]: the session file is "
+                                     "damaged or was edited",
+                                     path, v.size() > 40 ? v.substr(0, 40) + "..." : v, meta::kMaxWorldSize));
+  }
   m.each_row("SELECT id, value FROM strings ORDER BY id", "reading strings", [&](sqlite3_stmt* st) {
     const int64_t id = sqlite3_column_int64(st, 0);  // ids are dense: 0, 1, 2, ...
     if (id != static_cast<int64_t>(strings_.size()))

@@ -42,7 +42,10 @@ void SessionWriter::check_path(const std::string& path, bool overwrite) {
   if (!overwrite)
     throw SessionError(fmt::format("{}: already exists; choose another name or allow overwriting it "
                                    "(embedscope run --force-overwrite)", path));
-  // A session that a live run is still writing is never replaced: its data would be lost.
+  refuse_replacing_live_session(path);  // its data would be lost
+}
+
+void refuse_replacing_live_session(const std::string& path) {
   if (const std::string who = detail::live_writer(path); !who.empty())
     throw SessionError(fmt::format("{}: not overwritten: {}; wait for it to end, stop it, or choose another name",
                                    path, who));

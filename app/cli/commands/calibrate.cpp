@@ -122,6 +122,7 @@ int cmd_calibrate(const CalibrateState& s) {
     path = temporary;
   }
   if (!path.empty()) {
+    refuse_existing_output(s.output, "-o", s.overwrite, "calibrate");  // again: a run may have started there
     std::ofstream f(path);
     if (!(f << profile.dump(2) << "\n")) throw es::SpecError(fmt::format("-o: cannot write {}", path));
   }

@@ -35,7 +35,9 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
   if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(file, out, ec))
     throw es::SpecError(fmt::format("{}: is the session being exported; choose another output", out));
   // An existing output is replaced only when asked (as run, import and merge do): a chrome
-  // file, or in a csv folder any of the files the export writes.
+  // file, or in a csv folder any of the files the export writes. A session that a live run
+  // writes never is (tester54 F1: the run's session was lost; checked again at the rename).
+  if (format == "chrome") ss::refuse_replacing_live_session(out);
   if (!overwrite) {
     const char* how = "choose another output (-o) or allow overwriting it (embedscope export --force-overwrite)";
     struct stat sb {};
@@ -89,6 +91,7 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
     ss::export_chrome_trace(session, f);
     f.close();
     if (!f) throw es::SpecError(fmt::format("{}: write failed: {}", out, std::strerror(errno)));
+    ss::refuse_replacing_live_session(out);  // again: a run may have started there meanwhile
     cancel.commit([&] {
       std::filesystem::rename(tmp, out, ec);
       if (ec) throw es::SpecError(fmt::format("{}: cannot write: {}", out, ec.message()));

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::cli {
 
@@ -31,7 +32,9 @@ void refuse_output_that_is_an_input(const std::string& out, std::string_view fla
 
 void refuse_existing_output(const std::string& out, std::string_view flag, bool overwrite, std::string_view command) {
   std::error_code ec;
-  if (out.empty() || overwrite || !std::filesystem::exists(out, ec)) return;
+  if (out.empty() || !std::filesystem::exists(out, ec)) return;
+  // even with --force-overwrite: a session a live run writes (tester54 F1: it was replaced)
+  if (overwrite) return sessions::refuse_replacing_live_session(out);
   throw engine::SpecError(fmt::format("{} {}: already exists; choose another name or allow overwriting it "
                                       "(embedscope {} ... {} {} --force-overwrite)",
                                       flag, out, command, flag, out));

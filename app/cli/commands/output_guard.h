@@ -2,7 +2,8 @@
 // One rule for every command that writes a file (tester45 F6/F7): an existing output is replaced
 // only with --force-overwrite, and an output that is one of the command's inputs is refused with
 // or without it (writing there would destroy the input). `import` and `merge` keep their own
-// checks (staged_output.h); these are for the commands that write one plain file.
+// checks (staged_output.h); these are for the commands that write one plain file. A session that
+// a live run writes is never replaced, with --force-overwrite either (tester54 F1).
 
 #include <string>
 #include <string_view>
@@ -23,7 +24,9 @@ void refuse_output_that_is_an_input(const std::string& out, std::string_view fla
                                     const std::vector<std::string>& inputs, std::string_view command);
 
 /// Throws engine::SpecError naming `flag` and `out` when `out` exists and `overwrite` is false
-/// (the message says how to allow it: `embedscope COMMAND ... --force-overwrite`).
+/// (the message says how to allow it: `embedscope COMMAND ... --force-overwrite`). With
+/// `overwrite`, throws sessions::SessionError when `out` is the session file of a run still
+/// writing it (sessions::refuse_replacing_live_session, as run, import and merge refuse it).
 void refuse_existing_output(const std::string& out, std::string_view flag, bool overwrite, std::string_view command);
 
 }  // namespace embedscope::cli

@@ -431,6 +431,7 @@ int cmd_rebalance(const RebalanceState& s) {
   if (!s.plan_out.empty()) {
     json pj = es::to_json(spec, p.plan);
     pj.update(pipeline_json(spec));
+    refuse_existing_output(s.plan_out, "--plan-out", s.overwrite, "rebalance");  // again: a run may have started there
     std::ofstream f(s.plan_out);
     if (!(f << pj.dump(2) << "\n")) throw es::SpecError(fmt::format("--plan-out: cannot write {}", s.plan_out));
   }

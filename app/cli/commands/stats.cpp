@@ -488,10 +488,16 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                                         per_step.second),
                              st.untraced_ranks.empty()
                                  ? std::string()
-                                 : fmt::format("; rank{} {} of the world of {} not in this session (each process wrote "
-                                               "its own; merge them for the whole run)",
+                                 : fmt::format("; rank{} {} of the world of {} not in this session ({})",
                                                st.untraced_ranks.size() == 1 ? "" : "s",
-                                               ss::rank_list(st.untraced_ranks), st.world_size));
+                                               ss::rank_list(st.untraced_ranks), st.world_size,
+                                               // a run's session whose world_size names more ranks than it
+                                               // holds: damaged or edited (tester54 F3)
+                                               session.meta(ss::meta::kProcessRank).empty()
+                                                   ? fmt::format("the metadata world_size counts {0}, but the session "
+                                                                 "holds no record of {0}; left out of the figures below",
+                                                                 st.untraced_ranks.size() == 1 ? "it" : "them")
+                                                   : std::string("each process wrote its own; merge them for the whole run")));
   if (!session.meta("workload_json").empty()) try {  // the workload as run: pipeline, comm precisions, network
     const json wj = json::parse(session.meta("workload_json"));
     if (es::is_lm_workload(wj)) {  // issue 19: no pipeline; its shape and sharding

@@ -93,6 +93,9 @@ int cmd_tokenize(const TokenizeState& s) {
       throw es::SpecError(fmt::format("--fit-first-rank / --fit-last-rank: {}", e.what()));
     }
   }();
+  // again as the files are written: a run may have started on one of the names since (tester54 F1)
+  refuse_existing_output(s.output, "-o", s.overwrite, "tokenize");
+  refuse_existing_output(s.model_out, "--model-out", s.overwrite, "tokenize");
   es::write_token_bin(s.output, c.ids, dtype);
   if (!s.model_out.empty()) {
     std::ofstream m(s.model_out, std::ios::binary | std::ios::trunc);

@@ -225,14 +225,23 @@ QString untraced_text(const std::vector<int32_t>& untraced) {
       .arg(untraced.size() == 1 ? "" : "s", QString::fromStdString(sessions::rank_list(untraced)));
 }
 
-// "4 ranks", or for one process's session of a rank-per-process run "1 rank (rank 1 of 3; ranks
-// 0, 2 are in their own sessions: merge them for the whole run)" (tester36 D3).
-QString process_ranks_text(const sessions::RunStats& st) {
+// "4 ranks", or for one process's session of a rank-per-process run (`own_sessions`) "1 rank (rank 1
+// of 3; ranks 0, 2 are in their own sessions: merge them for the whole run)" (tester36 D3), or for
+// another session whose metadata world_size counts ranks it holds nothing of "2 ranks (ranks 0, 1
+// of 3; the metadata world_size counts rank 2, but the session holds no record of it)" (tester54 F3).
+QString process_ranks_text(const sessions::RunStats& st, bool own_sessions) {
   QString t = st.ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(st.ranks.size());
   if (st.untraced_ranks.empty()) return t;
   std::vector<int32_t> here;
   for (const auto& r : st.ranks) here.push_back(r.rank);
   const auto& away = st.untraced_ranks;
+  if (!own_sessions)
+    return t + QString(" (rank%1 %2 of %3; the metadata world_size counts rank%4 %5, but the session holds no record "
+                       "of %6)")
+                   .arg(here.size() == 1 ? "" : "s", QString::fromStdString(sessions::rank_list(here)))
+                   .arg(st.world_size)
+                   .arg(away.size() == 1 ? "" : "s", QString::fromStdString(sessions::rank_list(away)),
+                        away.size() == 1 ? "it" : "them");
   return t + QString(" (rank%1 %2 of %3; rank%4 %5 in %6 own session%7: merge them for the whole run)")
                  .arg(here.size() == 1 ? "" : "s", QString::fromStdString(sessions::rank_list(here)))
                  .arg(st.world_size)
@@ -266,7 +275,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                      ? QString("<b>%1</b> on %2, %3, %4 &nbsp; <b>%5</b>%6<br>")
                            .arg(QString::fromStdString(s.meta(sessions::meta::kWorkloadName)))
                            // which ranks shared which GPU, as `stats` says it (tester38 #11)
-                           .arg(process_ranks_text(st) + QString::fromStdString(sessions::gpus_text(s.ranks())).toHtmlEscaped())
+                           .arg(process_ranks_text(st, !s.meta(sessions::meta::kProcessRank).empty()) + QString::fromStdString(sessions::gpus_text(s.ranks())).toHtmlEscaped())
                            .arg(QString::fromStdString(s.meta(sessions::meta::kBackend)))
                            .arg(lm ? QString("lm_embedding %1 x %2 %3, %4%5")
                                          .arg(lm->vocab_size)

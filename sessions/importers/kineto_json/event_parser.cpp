@@ -9,6 +9,7 @@
 
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/events.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "importers/common/decimal_time.h"
 #include "importers/common/input_file.h"
 #include "importers/kineto_json/exported_run.h"
@@ -36,7 +37,7 @@ std::string_view scalar_text(od::value v, bool* was_string = nullptr) {
 
 /// The largest rank an imported trace may claim (the session keys a lane by rank x 256 + lane
 /// in 32 bits); 2^20 - 1, far beyond any job's world size.
-constexpr int64_t kMaxImportedRank = (int64_t{1} << 20) - 1;
+constexpr int64_t kMaxImportedRank = meta::kMaxWorldSize - 1;
 
 int64_t int_or(od::value v, int64_t fallback) {
   int64_t i = 0;

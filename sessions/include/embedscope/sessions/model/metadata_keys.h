@@ -6,6 +6,8 @@
 //   w.set_metadata(meta::kWorldSize, std::to_string(4));
 //   const auto ws = reader.meta(meta::kWorldSize, "0");
 
+#include <cstdint>
+
 namespace embedscope::sessions::meta {
 
 // --- the file itself (written by SessionWriter) -------------------------------------------
@@ -86,8 +88,12 @@ inline constexpr const char* kWorkloadJson = "workload_json";
 /// "sharding_type", "node"?, "shards": [{"rank", "row_offset", "num_rows", "col_offset",
 /// "num_cols"}]}]}. Schema 4 also stores it as rows (table `shards`).
 inline constexpr const char* kShardingPlanJson = "sharding_plan_json";
-/// Ranks of the run, decimal.
+/// Ranks of the run, decimal, in [0, kMaxWorldSize]: SessionReader refuses a session whose value
+/// is not such a number (a per-rank list is sized by it: tester54 F3).
 inline constexpr const char* kWorldSize = "world_size";
+/// The largest world size a session may hold (2^20): a lane is keyed by rank x 256 + lane in 32
+/// bits. The importers' bound on a trace's distributedInfo.world_size too.
+inline constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
 /// Samples per rank per step, decimal.
 inline constexpr const char* kBatchSize = "batch_size";
 /// Samples per step over all ranks (batch_size * world_size), decimal.

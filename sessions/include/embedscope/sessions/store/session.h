@@ -52,6 +52,15 @@ constexpr std::chrono::milliseconds kCommitInterval{250};
 /// The version of the SQLite library that reads and writes session files, e.g. "3.46.1".
 std::string sqlite_version();
 
+/// The one refusal of every output that `--force-overwrite` may replace (a run's, an import's or
+/// a merge's session, an export, a plan, a profile, token ids): throws SessionError
+/// "PATH: not overwritten: a run (pid 4242) is still writing it (...); wait for it to end, stop it,
+/// or choose another name" when a live run writes the session file `path` (its writer lock is
+/// held, or its metadata says running and its writer process is alive on this host). Replacing it
+/// would lose that run's session, the run still saying `session: PATH`. Nothing when `path` does
+/// not exist, is not a session, or its writer has ended. Never changes the file.
+void refuse_replacing_live_session(const std::string& path);
+
 class SessionWriter {
  public:
   /// The constructor's checks of an existing `path`, without creating anything: throws the
