@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/step_sessions.h"
 #include "timeline/timeline_widget.h"
@@ -24,6 +25,20 @@ inline sessions::OpRecord op(int64_t s, int64_t e, sessions::OpCategory c = sess
   o.end_ns = e;
   o.category = c;
   return o;
+}
+
+/// The committed PyTorch memory snapshot `fixture` (tests/data/memory_snapshots) imported into
+/// the temp folder as es_<tag>_<pid><fixture>.db (replaced) and opened. Throws what the importer
+/// (ImportError) or the reader (SessionError) throws.
+inline std::shared_ptr<const sessions::SessionReader> imported_snapshot(const std::string& fixture, const std::string& tag) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_" + tag + "_" + std::to_string(getpid()) + fixture + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string(), true);
+    sessions::torch_snapshot::import_torch_memory_snapshot(std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/" + fixture, w);
+    w.close("complete");
+  }
+  return std::make_shared<const sessions::SessionReader>(path.string());
 }
 
 // Two ranks; rank 0 computes [100, 400) us and communicates [500, 900) us; rank 1 idles.

@@ -19,6 +19,7 @@
 #include "charts/block_map.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 #include "jobs/analysis_job.h"
+#include "ui/support/ui_fixtures.h"
 #include "views/memory_replay.h"
 #include "views/memory_view.h"
 
@@ -28,15 +29,7 @@ using namespace embedscope::ui;
 namespace {
 constexpr int64_t MiB = int64_t{1} << 20;
 std::shared_ptr<const sessions::SessionReader> history_imported(const std::string& fixture) {
-  const auto path = std::filesystem::temp_directory_path() / ("es_ui_memhist_" + std::to_string(getpid()) + fixture + ".db");
-  std::filesystem::remove(path);
-  {
-    sessions::SessionWriter w(path.string(), true);
-    sessions::torch_snapshot::import_torch_memory_snapshot(
-        std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/" + fixture, w);
-    w.close("complete");
-  }
-  return std::make_shared<const sessions::SessionReader>(path.string());
+  return fixtures::imported_snapshot(fixture, "ui_memhist");
 }
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include "embedscope/engine/memory/snapshot_replay.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 #include "jobs/analysis_job.h"
+#include "ui/support/ui_fixtures.h"
 #include "views/memory_compare.h"
 #include "views/memory_replay.h"
 #include "views/memory_view.h"
@@ -26,15 +27,7 @@ namespace {
 constexpr int64_t kSnap54MiB = int64_t{1} << 20;
 
 std::shared_ptr<const sessions::SessionReader> snap54_imported(const std::string& fixture) {
-  const auto path = std::filesystem::temp_directory_path() / ("es_snap54_ui_" + std::to_string(getpid()) + fixture + ".db");
-  std::filesystem::remove(path);
-  {
-    sessions::SessionWriter w(path.string(), true);
-    sessions::torch_snapshot::import_torch_memory_snapshot(
-        std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/" + fixture, w);
-    w.close("complete");
-  }
-  return std::make_shared<const sessions::SessionReader>(path.string());
+  return fixtures::imported_snapshot(fixture, "snap54_ui");
 }
 
 sessions::MemoryBlockRecord snap54_block(int64_t seg, int64_t seg_size, int64_t at, int64_t size, bool allocated,

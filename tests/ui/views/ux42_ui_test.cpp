@@ -25,6 +25,7 @@
 #include "embedscope/engine/workload/spec.h"
 #include "jobs/analysis_job.h"
 #include "models/rank_stats_model.h"
+#include "ui/support/ui_fixtures.h"
 #include "views/load_view.h"
 #include "views/memory_replay.h"
 #include "views/memory_view.h"
@@ -35,15 +36,7 @@ using namespace embedscope::ui;
 namespace {
 constexpr int64_t kUx42MiB = int64_t{1} << 20;
 std::shared_ptr<const sessions::SessionReader> ux42_imported(const std::string& fixture) {
-  const auto path = std::filesystem::temp_directory_path() / ("es_ux42_ui_" + std::to_string(getpid()) + fixture + ".db");
-  std::filesystem::remove(path);
-  {
-    sessions::SessionWriter w(path.string(), true);
-    sessions::torch_snapshot::import_torch_memory_snapshot(
-        std::string(EMBEDSCOPE_TEST_DATA) + "/memory_snapshots/" + fixture, w);
-    w.close("complete");
-  }
-  return std::make_shared<const sessions::SessionReader>(path.string());
+  return fixtures::imported_snapshot(fixture, "ux42_ui");
 }
 engine::ReplayResult ux42_result(const std::string& label, int64_t peak_reserved, double frag) {
   engine::ReplayResult r;
