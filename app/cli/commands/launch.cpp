@@ -381,6 +381,7 @@ int cmd_launch(const LaunchState& s) {
   if (fs::exists(ca.output) && !ca.overwrite)
     throw es::SpecError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
                                     "(--force-overwrite)", ca.output));
+  if (ca.overwrite) sessions::refuse_replacing_live_session(ca.output);  // before any rank runs (retest54 R1)
   // the rank sessions too, before any process starts (tester53 F1: a leftover X.rank1.db made
   // rank 1 alone refuse, after its peers had started)
   if (!ca.overwrite)

@@ -112,6 +112,16 @@ TEST(Live54ForceOverwrite, ExportChromeRefusesALiveSession) {
   EXPECT_EQ(live54_slurp(live54_scratch() / "live.db").substr(0, 1), "{");  // Chrome trace JSON now
 }
 
+// retest54 R1: launch refuses before any rank starts (it ran every rank to the end, then its
+// merge refused with exit 1); no rank session is written.
+TEST(Live54ForceOverwrite, LaunchRefusesALiveSessionBeforeAnyRankRuns) {
+  fs::remove(live54_scratch() / "live.rank0.db");
+  fs::remove(live54_scratch() / "live.rank1.db");
+  expect_live_session_kept("$E launch -n 2 run --preset tiny --steps 2 -o live.db --force-overwrite");
+  EXPECT_FALSE(fs::exists(live54_scratch() / "live.rank0.db"));
+  EXPECT_FALSE(fs::exists(live54_scratch() / "live.rank1.db"));
+}
+
 TEST(Live54ForceOverwrite, RebalancePlanOutRefusesALiveSession) {
   expect_live_session_kept("$E rebalance tiny.db --plan-out live.db --force-overwrite");
 }
