@@ -218,7 +218,7 @@ std::string measure_note(const std::vector<ComparedSession>& sessions, const std
         fmt::format("those of {} the cost model's compute and comm ops per simulated rank", fmt::join(simulated, ", ")));
   std::string note = fmt::format(
       "not the same measure: the communication, overlap and idle figures of {} are its GPU streams' (kernels and "
-      "copies), {}; differences across the levels are not computed (not comparable); ",
+      "copies), {}; differences between GPU-stream figures and the others are not computed (not comparable); ",
       fmt::join(streams, ", "), fmt::join(others, ", "));
   if (no_host.empty()) return note + "the row 'exposed communication, host threads' compares the host threads of all";
   // an imported trace's host threads are not analysed: the host row is "-" for it (tester54 F5)

@@ -126,7 +126,7 @@ TEST(Misc54CompareCli, ACudaRunsHostThreadsRowKeepsItsDifference) {
   EXPECT_NE(row(r.out, "exposed communication (per rank and step)").find("not comparable (GPU streams vs host threads)"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("differences across the levels are not computed (not comparable); the row 'exposed "
+  EXPECT_NE(r.out.find("differences between GPU-stream figures and the others are not computed (not comparable); the row 'exposed "
                        "communication, host threads' compares the host threads of all\n"),
             std::string::npos)
       << r.out;

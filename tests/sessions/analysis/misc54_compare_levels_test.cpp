@@ -143,7 +143,7 @@ TEST(Misc54CompareLevels, TheNoteSaysWhenNoRowComparesLikeForLike) {
   const auto cpu = cpu_session(600'000), trace = trace_session(200'000), cuda = cuda_session(100'000, 400'000);
   const std::string lead =
       "not the same measure: the communication, overlap and idle figures of B are its GPU streams' (kernels and "
-      "copies), those of A its host threads' spans; differences across the levels are not computed (not comparable); ";
+      "copies), those of A its host threads' spans; differences between GPU-stream figures and the others are not computed (not comparable); ";
   EXPECT_EQ(ss::measure_note({cpu, cuda}, {"A", "B"}),
             lead + "the row 'exposed communication, host threads' compares the host threads of all");
   EXPECT_EQ(ss::measure_note({cpu, trace}, {"A", "B"}),
@@ -151,7 +151,7 @@ TEST(Misc54CompareLevels, TheNoteSaysWhenNoRowComparesLikeForLike) {
                    "host threads are not analysed; the row 'exposed communication, host threads' is - for it)");
   EXPECT_EQ(ss::measure_note({cpu, trace, cuda, trace}, {"A", "B", "C", "D"}),
             "not the same measure: the communication, overlap and idle figures of B, C, D are its GPU streams' (kernels "
-            "and copies), those of A its host threads' spans; differences across the levels are not computed (not "
+            "and copies), those of A its host threads' spans; differences between GPU-stream figures and the others are not computed (not "
             "comparable); no row compares B, D like for like with A: B, D have no host-thread figures (an "
             "imported trace's host threads are not analysed; the row 'exposed communication, host threads' is - for "
             "them); that row compares the host threads of A, C");

@@ -130,7 +130,7 @@ std::string figure_level(const ComparedSession& s, CompareFigure f);
 /// different levels (GPU streams beside host threads or simulated ranks; tester38 #1, tester45
 /// F12.2), "" where they are not: "not the same measure: the communication, overlap and idle
 /// figures of B are its GPU streams' (kernels and copies), those of A its host threads' spans;
-/// differences across the levels are not computed (not comparable); " then, where every
+/// differences between GPU-stream figures and the others are not computed (not comparable); " then, where every
 /// session has host-thread figures (a cuda run records its threads beside its streams), "the row
 /// 'exposed communication, host threads' compares the host threads of all"; else which sessions
 /// have none (an imported trace's host threads are not analysed: tester54 F5, the row it named
