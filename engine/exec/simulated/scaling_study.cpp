@@ -90,12 +90,17 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
   auto session_of = [&](ShardingType type, int gpus) {
     return (std::filesystem::path(o.session_dir) / fmt::format("{}_{}.db", to_string(type), gpus)).string();
   };
-  if (!o.session_dir.empty() && !o.overwrite)
+  // before any point runs: a session there is replaced only when allowed, and never one a live
+  // run writes (SessionError, as run refuses it; retest54 R2: it was the point's write failure)
+  if (!o.session_dir.empty())
     for (ShardingType type : o.shardings)
-      for (int gpus : sizes)
-        if (std::filesystem::exists(session_of(type, gpus)))
+      for (int gpus : sizes) {
+        const std::string path = session_of(type, gpus);
+        if (o.overwrite) sessions::refuse_replacing_live_session(path);
+        else if (std::filesystem::exists(path))
           throw SpecError(fmt::format("{}: already exists; choose another directory (-o) or allow replacing its sessions "
-                                      "(--force-overwrite)", session_of(type, gpus)));
+                                      "(--force-overwrite)", path));
+      }
   if (!o.session_dir.empty()) std::filesystem::create_directories(o.session_dir);
   std::vector<ScalingPoint> out;
   std::optional<std::string> write_failed_at;  // the point whose session could not be written

@@ -122,6 +122,32 @@ TEST(Live54ForceOverwrite, LaunchRefusesALiveSessionBeforeAnyRankRuns) {
   EXPECT_FALSE(fs::exists(live54_scratch() / "live.rank1.db"));
 }
 
+// retest54 R2: scaling refuses a live session among its -o directory's before any point runs,
+// exit 2 (it ran the point, then called the refusal a write failure with disk advice, exit 1).
+TEST(Live54ForceOverwrite, ScalingRefusesALiveSessionInItsDirectory) {
+  const int rc = live54_sh("rm -rf scal; mkdir scal\n"
+                           "$E run --preset tiny --steps 200 --network-latency 2000000 -o scal/row_wise_8.db >srun.out "
+                           "2>&1 &\n"
+                           "P=$!\necho $P >srun.pid\n"
+                           "while [ ! -s scal/row_wise_8.db ]; do kill -0 $P 2>/dev/null || exit 97; sleep 0.01; done\n"
+                           "$E scaling --preset tiny --steps 2 --simulate h100_sxm --gpus 8 --shardings row_wise -o scal "
+                           "--force-overwrite >scal.out 2>scal.err\necho $? >scal.rc\n"
+                           "kill -0 $P 2>/dev/null || exit 96\n"
+                           "wait $P\n");
+  ASSERT_EQ(rc, 0) << "rc " << rc << ": " << live54_slurp(live54_scratch() / "srun.out");
+  long pid = 0;
+  std::ifstream(live54_scratch() / "srun.pid") >> pid;
+  EXPECT_EQ(live54_slurp(live54_scratch() / "scal.rc"), "2\n");
+  const std::string err = live54_slurp(live54_scratch() / "scal.err");
+  EXPECT_NE(err.find("scal/row_wise_8.db: not overwritten: a run (pid " + std::to_string(pid) + ") is still writing it"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("write_failed"), std::string::npos) << err;
+  const embedscope::sessions::SessionReader r((live54_scratch() / "scal" / "row_wise_8.db").string());
+  EXPECT_EQ(r.status(), "complete");
+  EXPECT_EQ(r.steps().size(), 400u);  // 200 steps x 2 ranks: the run's own, whole
+}
+
 TEST(Live54ForceOverwrite, RebalancePlanOutRefusesALiveSession) {
   expect_live_session_kept("$E rebalance tiny.db --plan-out live.db --force-overwrite");
 }
