@@ -230,7 +230,10 @@ TEST(Carry54KilledRun, ImportSaysTheRunCrashedAndCountsEveryStep) {
   const std::string orig_end = text.out.substr(0, text.out.find('\n'));  // "session  k.db (crashed after N measured steps, measured)"
   for (const std::string& back : {back_c, back_k}) {
     const json j = c54_stats_json(back, dir);
-    c54_expect_same_stats(orig, j, true, back);
+    // bytes not compared: the SIGKILL can land between a step's collective records and the
+    // block of the ops they ran in, and an export writes a collective inside its op (seen under
+    // load: kineto, rank 0 sent 58,116 B back against 63,464 B); the other round trips compare them
+    c54_expect_same_stats(orig, j, false, back);
     EXPECT_EQ(j["step_time_ns"]["mean"].get<double>(), ref.mean) << back;
     EXPECT_EQ(j["exported_run"]["planned_steps"], 3000) << back;
     // "crashed after N measured steps" (or "crashed in step N, after ..."), as the original's says it
