@@ -157,7 +157,12 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
                 .arg(session_color(i).name(), labels[i].toHtmlEscaped(),
                      names[static_cast<qsizetype>(i)].toHtmlEscaped(),
                      QString::fromStdString(sessions::what_it_ran(*sessions[i].session)).toHtmlEscaped(),
-                     QString::fromStdString(oom ? recorded_oom_[i] : stats[i].ended).toHtmlEscaped())
+                     QString::fromStdString(oom                                   ? recorded_oom_[i]
+                                            : stats[i].exported_run_ended.empty() ? stats[i].ended
+                                            // an import of an Embedscope export, as `compare` says it
+                                                                                  : stats[i].ended + " (an export of a run that ended " +
+                                                                                        stats[i].exported_run_ended + ")")
+                         .toHtmlEscaped())
                 // which ranks shared which GPU, as `stats` says it (tester38 #11: "4 cuda ranks" read as 4 GPUs)
                 .arg((stats[i].ranks.size() == 1 ? QString("1 rank") : QString("%1 ranks").arg(stats[i].ranks.size())) +
                      QString::fromStdString(sessions::gpus_text(sessions[i].session->ranks())).toHtmlEscaped())

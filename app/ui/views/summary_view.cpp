@@ -29,6 +29,7 @@
 #include "embedscope/sessions/analysis/gpu_run.h"  // gpu_run_text
 #include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/analysis/memory_analysis.h"
+#include "embedscope/sessions/analysis/run_end.h"  // exported_run_text
 #include "models/critical_path_model.h"
 #include "models/gpu_kernels_model.h"
 #include "models/rank_stats_model.h"
@@ -297,6 +298,9 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                            .arg(QString::fromStdString(figures.recorded_oom.empty() ? st.ended : figures.recorded_oom)
                                     .toHtmlEscaped());
   if (origin.isEmpty()) text += run_setup_line(s);  // the network and dense lines of `stats` (tester50 F8)
+  // an import of an Embedscope export: how the exported run ended, as `stats` says it ("source run")
+  if (const std::string run = sessions::exported_run_text(st); !origin.isEmpty() && !run.empty())
+    text += QString("source run: %1<br>").arg(QString::fromStdString(run).toHtmlEscaped());
   if (st.steps == 0 && s.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {
     text += "a PyTorch memory snapshot: no ops or steps; its allocator history is on the Memory page";
     for (const auto& o : figures.ooms)  // the import completed; the job it recorded did not
