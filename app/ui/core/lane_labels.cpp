@@ -56,6 +56,7 @@ std::vector<std::string> lane_labels(const std::vector<LaneLabelInput>& rows) {
     if (is_gpu_lane(r.lane)) gpu_ranks.insert(r.rank);
   auto name_of = [&](const LaneLabelInput& r) {
     const bool host = gpu_ranks.count(r.rank) && (r.lane == "compute" || r.lane == "comm");
+    if (r.shares_gpu && r.lane == "gpu_comm") return short_lane_name(r.lane) + " (shared GPU)";
     return host ? "host " + r.lane : short_lane_name(r.lane);
   };
   std::vector<std::string> out;
@@ -71,6 +72,13 @@ std::vector<std::string> lane_labels(const std::vector<LaneLabelInput>& rows) {
   for (auto& l : out)
     if (again[l] > 1) l += " #" + std::to_string(++seen[l]);
   return out;
+}
+
+std::string shared_gpu_comm_note(const std::string& ranks, const std::string& device, bool other_gpus) {
+  return "ranks " + ranks + " share " + device +
+         ": their collectives among themselves ran on this stream as device-to-device copies (memcpy_dtod, "
+         "copy-engine speed) and add_f32_cuda reduction kernels of the intra-device communicator, not NCCL kernels" +
+         (other_gpus ? "; ranks on other GPUs are reached through NCCL by each GPU's first rank" : "");
 }
 
 }  // namespace embedscope::ui

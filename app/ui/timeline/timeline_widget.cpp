@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <vector>
 #include <utility>
@@ -17,6 +18,8 @@
 #include "core/kernel_name.h"
 #include "core/lane_labels.h"
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
+#include "embedscope/sessions/analysis/analysis.h"  // rank_list
+#include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
@@ -73,7 +76,7 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
   auto add_row = [&](const sessions::LaneInfo& l, const QString& lane, std::vector<sessions::OpRecord> lane_ops) {
     LaneIndex index(lane_ops);
     rows_.push_back({l.rank, l.lane, lane, QString("rank %1 %2").arg(l.rank).arg(lane), std::move(lane_ops), std::move(index), {},
-                     l.kind == "sync" || l.name == "gpu_sync", l.kind == "annotation"});
+                     l.kind == "sync" || l.name == "gpu_sync", l.kind == "annotation", {}});
     const auto& ops = rows_.back().ops;
     // ops that did not end: marked; inside the extent, so that one can pan to a marker outside
     // the valid events' range, but not busy time or communication
@@ -122,6 +125,13 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
     });
   };
   std::vector<LaneLabelInput> label_rows;  // rows_ in order
+  // ranks that share a GPU: their comm stream holds the intra-device communicator's copies
+  const std::vector<sessions::RankGpu> gpus = sessions::rank_gpus(session_->ranks());
+  std::map<int32_t, QString> shared_note;
+  for (const auto& g : gpus)
+    if (g.ranks.size() > 1)
+      for (int32_t r : g.ranks)
+        shared_note[r] = QString::fromStdString(shared_gpu_comm_note(sessions::rank_list(g.ranks), g.device, gpus.size() > 1));
   for (const auto& l : session_->lanes()) {
     const QString lane = QString::fromStdString(l.name);
     auto lane_ops = session_->lane_ops(l.rank, l.lane);
@@ -129,13 +139,17 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
     std::erase_if(lane_ops, [](const sessions::OpRecord& o) { return o.start_ns >= kAll || o.end_ns <= -kAll; });
     // spans that partially overlap another of the lane (imported traces) go on an overflow row
     auto overflow = take_partial_overlaps(lane_ops);
+    const auto note = l.name == "gpu_comm" ? shared_note.find(l.rank) : shared_note.end();
+    const bool shares = note != shared_note.end();
     if (!no_waits(l, lane_ops)) {
       add_row(l, lane, std::move(lane_ops));
-      label_rows.push_back({l.rank, l.name, false});
+      label_rows.push_back({l.rank, l.name, false, shares});
+      if (shares) rows_.back().gpu_note = note->second;
     }
     if (!overflow.empty() && !no_waits(l, overflow)) {
       add_row(l, lane + " (overlapping)", std::move(overflow));
-      label_rows.push_back({l.rank, l.name, true});
+      label_rows.push_back({l.rank, l.name, true, shares});
+      if (shares) rows_.back().gpu_note = note->second;
     }
   }
   // short labels that tell the rows apart (an import's "annot. stream 7" / "annot. stream 40");
@@ -421,6 +435,7 @@ QString TimelineWidget::row_tooltip(size_t row) const {
     full += " (NVTX ranges: they enclose the work of their thread)";
   else if (is_gpu_lane(r.lane_name.toStdString()))
     full += " (a CUDA stream, as CUPTI saw it)";
+  if (!r.gpu_note.isEmpty()) full += "\n" + r.gpu_note;
   return full == r.label ? full : r.label + "\n" + full;
 }
 

@@ -157,6 +157,7 @@ class TimelineWidget : public QWidget {
     std::vector<size_t> did_not_end;  // indices into ops of the ops that did not end, by start
     bool sync = false;  // the gpu_sync lane: host waits for the GPU, drawn in gpu_sync_color
     bool annotation = false;  // kind `annotation` (NVTX ranges): drawn in annotation_color, not busy
+    QString gpu_note;  // a shared GPU's comm stream: what it holds (shared_gpu_comm_note), on hover
   };
   enum class Nav { jump, zoom, pan };
   // Records the current view in the history; successive zooms (or pans) are one entry.

@@ -97,3 +97,43 @@ TEST(GpuLanes, SyncWaitsHaveTheirOwnColourAndLegendEntry) {
   EXPECT_EQ(stacked, entries);
   std::filesystem::remove(path);
 }
+
+// Issue 14: the comm stream of ranks that share a GPU holds the intra-device communicator's
+// device-to-device copies and reduction kernels, not NCCL: its row says "(shared GPU)" and its
+// hover text what ran there. Ranks 0-1 share cuda:0, rank 2 has cuda:1 to itself (its comm
+// stream stays plain), rank 3 is a CPU rank.
+TEST(GpuLanes, TheCommStreamOfRanksSharingAGpuSaysSo) {
+  const std::vector<LaneLabelInput> rows = {{0, "gpu_comm", false, true}, {0, "gpu_comm", true, true},
+                                            {0, "gpu_compute", false, true}, {2, "gpu_comm", false, false}};
+  EXPECT_EQ(lane_labels(rows),
+            (std::vector<std::string>{"rank 0 GPU comm stream (shared GPU)", "rank 0 GPU comm stream (shared GPU) (overlap)",
+                                      "rank 0 GPU compute stream", "rank 2 GPU comm stream"}));
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_sharedgpu_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "4");
+    const char* device[] = {"NVIDIA H200 (cuda:0)", "NVIDIA H200 (cuda:0)", "NVIDIA H200 (cuda:1)", "cpu (thread)"};
+    for (int32_t r = 0; r < 4; ++r) {
+      w.add_rank({r, "host", device[r], 1 << 30});
+      w.add_lane({r, 0, "compute", "thread"});
+      if (r < 3) w.add_lane({r, 3, "gpu_comm", "stream"});
+      w.add_step({0, r, 0, 1000, 0.5, 0, 0});
+    }
+    w.add_ops({sessions::OpEvent{0, sessions::Lane::gpu_comm, sessions::OpCategory::comm, "memcpy_dtod", 0, 100, 300, 0, 0}});
+    w.close("complete");
+  }
+  TimelineWidget tw(std::make_shared<const sessions::SessionReader>(path.string()));
+  ASSERT_EQ(tw.rows(), 7u);  // compute + gpu_comm of ranks 0-2, compute of rank 3
+  EXPECT_EQ(tw.row_label(1).toStdString(), "rank 0 GPU comm stream (shared GPU)");
+  EXPECT_EQ(tw.row_label(3).toStdString(), "rank 1 GPU comm stream (shared GPU)");
+  EXPECT_EQ(tw.row_label(5).toStdString(), "rank 2 GPU comm stream");
+  EXPECT_TRUE(tw.row_tooltip(1).contains("ranks 0, 1 share NVIDIA H200 (cuda:0): their collectives among themselves ran on "
+                                         "this stream as device-to-device copies (memcpy_dtod, copy-engine speed)"))
+      << tw.row_tooltip(1).toStdString();
+  EXPECT_TRUE(tw.row_tooltip(1).contains("ranks on other GPUs are reached through NCCL by each GPU's first rank"))
+      << tw.row_tooltip(1).toStdString();
+  EXPECT_FALSE(tw.row_tooltip(5).contains("share")) << tw.row_tooltip(5).toStdString();
+  EXPECT_FALSE(tw.row_tooltip(0).contains("share")) << tw.row_tooltip(0).toStdString();  // its host thread
+  std::filesystem::remove(path);
+}
