@@ -7,7 +7,7 @@
 //   scan_MB_per_s        the line scan's bytes per second; MB_per_s the reader's
 //   ratio_vs_line_scan   MB_per_s / scan_MB_per_s (1 = parsing costs nothing)
 // The file is generated once per run (fixed seed, 8-hex-digit categoricals and 5% empty
-// fields as in Criteo's day files): EMBEDSCOPE_INPUT_BENCH_MB megabytes (default 16; the README
+// fields as in Criteo's day files): EMBEDSCOPE_INPUT_BENCH_MB megabytes (default 16; docs/benchmarks.md
 // reports 1024 measured by hand), plain text and gzip (level 1).
 
 #include <benchmark/benchmark.h>

@@ -1,5 +1,5 @@
-// WorkloadSpec validation: every range and cross reference, on the typed spec (README:
-// "Configuration reference" lists each rule). parse_workload runs it after reading; validate()
+// WorkloadSpec validation: every range and cross reference, on the typed spec
+// (docs/configuration.md lists each rule). parse_workload runs it after reading; validate()
 // runs it again after command-line overrides.
 
 #include <algorithm>
@@ -364,7 +364,7 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
   if (s.memory.allocator == AllocatorKind::cuda_async && s.devices.backend == Backend::cpu)
     c.fail("/memory/allocator", "cuda_async (cudaMallocAsync pools) needs devices.backend cuda, got cpu");
   if (s.input.kind == InputKind::criteo_tsv) {
-    // README "Your own data": the features in order are the 26 categorical columns.
+    // docs/workloads.md "Your own data": the features in order are the 26 categorical columns.
     if (s.features.size() != 26)
       c.fail("/input", fmt::format("criteo_tsv has 26 categorical columns, mapped in order to the workload's features; "
                                    "the workload has {} feature(s)", s.features.size()));
@@ -381,7 +381,7 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
   }
   validate_rebalance(s, c);
   if (s.devices.backend == Backend::cuda) {
-    // What the cuda executor does not run yet (README: GPU path): refused here, never a fallback.
+    // What the cuda executor does not run yet (docs/gpu.md): refused here, never a fallback.
     constexpr const char* kNotYet = "not supported on the cuda backend yet";
     // (every pipeline runs: sparse_dist's and semi_sync's batch ahead uses the rank's device from
     // its thread and its comm worker as base does, every exchange of data through host memory

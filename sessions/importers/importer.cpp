@@ -106,7 +106,7 @@ std::string damage_of(const std::string& path, const std::string& head) {
   return "";
 }
 
-// tester43 F22: a directory's .pickle / .pickle.gz files are its ranks (README), so one that is
+// tester43 F22: a directory's .pickle / .pickle.gz files are its ranks (docs/sessions.md), so one that is
 // not a snapshot of a protocol the reader takes is refused, as a truncated one is, rather than
 // left out with the rank missing. Throws ImportError "FILE: not a PyTorch memory snapshot (...)".
 bool gzipped(const std::string& f) {

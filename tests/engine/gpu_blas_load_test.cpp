@@ -1,6 +1,6 @@
 // cuBLAS is opened at the first cuda::Blas (engine/kernels/cuda/dense.cu, dlopen), not loaded
 // with the program: libcublas and libcublasLt's start-up was 56 ms of CPU in every process that
-// linked the engine, GPU or not (README, "CI time"). These check that the executable does not
+// linked the engine, GPU or not (docs/ci-time.md). These check that the executable does not
 // load it, and that the first handle does (with a device the handle is made; without one
 // cublasCreate itself answers, through the opened library).
 

@@ -9,7 +9,7 @@
 #                                 the build or source tree, the summary file equal the printed
 #                                 table, exit 0; then the same through the pack's glibc and
 #                                 loader. Where a device is visible it exits 77 (skipped):
-#                                 the whole suite would run; run --prebuilt by hand (README).
+#                                 the whole suite would run; run --prebuilt by hand (docs/gpu.md).
 #   pack_test.sh synthetic        a pack of stand-in executables (shell scripts that print what
 #                                 gtest and Google Benchmark print): a crashed test resumed after,
 #                                 failed / skipped counts and reasons, a filter that matches
@@ -32,7 +32,7 @@ real_pack() {
   local build
   build=$(cd "$1" && pwd) || { echo "FAIL: no build dir $1"; exit 1; }
   if "$build/tests/cuda_devices" >/dev/null 2>&1; then
-    echo "a CUDA device is visible: the packed suite would run in full; run --prebuilt by hand (README 'Device checks')"
+    echo "a CUDA device is visible: the packed suite would run in full; run --prebuilt by hand (docs/gpu.md 'Device checks')"
     exit 77
   fi
   EMBEDSCOPE_PACK_ZSTD_LEVEL=9 "$SCRIPT" --pack "$T/device.tar.zst" "$build" >"$T/pack.log" 2>&1

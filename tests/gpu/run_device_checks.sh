@@ -187,7 +187,7 @@ pack_mode() {
   out=$(abspath "$1")
   build=$(abspath "${2:-$REPO/build}")
   case $out in *.tar.zst) ;; *) die "--pack: $1 should end in .tar.zst" ;; esac
-  [ -d "$build" ] || die "--pack: build dir $build does not exist (configure and build first, README 'Device checks')"
+  [ -d "$build" ] || die "--pack: build dir $build does not exist (configure and build first, docs/gpu.md 'Device checks')"
   command -v zstd >/dev/null || die "--pack: zstd not found (apt-get install zstd)"
   command -v objdump >/dev/null || die "--pack: objdump not found (binutils)"
   local missing=() e
@@ -443,7 +443,7 @@ prebuilt_mode() {
   local pack summary_file
   pack=$(abspath "$1")
   summary_file=$(abspath "${2:-device-checks-summary.txt}")
-  [ -f "$pack" ] || die "--prebuilt: $pack does not exist (make it with --pack, README 'Device checks')"
+  [ -f "$pack" ] || die "--prebuilt: $pack does not exist (make it with --pack, docs/gpu.md 'Device checks')"
   # a filter grep cannot read would select nothing and read as a run of skips
   if [ -n "${EMBEDSCOPE_DEVICE_CHECKS_ONLY:-}" ]; then
     grep -qE -- "$EMBEDSCOPE_DEVICE_CHECKS_ONLY" </dev/null; [ $? -eq 2 ] &&

@@ -20,7 +20,7 @@ namespace embedscope::cli {
 /// run ended ENDED: ERROR" and "session: SESSION" ("no session was written" when SESSION is
 /// empty) on stderr, and with `as_json` {"ended", "error", "session"} on stdout.
 /// Returns the exit code: 2 where the run found bad input (`bad_input`: a malformed input file),
-/// else 1 (README's exit codes).
+/// else 1 (docs/cli-run.md, "Exit codes").
 int report_failed_run(const std::string& ended, const std::string& error, const std::string& session, bool as_json,
                       bool bad_input);
 

@@ -364,7 +364,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     for (const auto& c : st.collectives)
       j["collectives"].push_back({{"name", name_of(c.name_id)}, {"count", c.count}, {"bytes_sent", bytes_or_null(c.bytes_sent)},
                                   {"bytes_received", bytes_or_null(c.bytes_received)},
-                                  // the ops' bytes: sent + received + the split checks' (README: kept for old readers)
+                                  // the ops' bytes: sent + received + the split checks' (docs/output.md: kept for older readers)
                                   {"bytes", bytes_or_null(c.bytes)},
                                   {"time_ns", c.time_ns},
                                   {"exposed_ns", c.exposed_ns}, {"wait_ns", c.wait_ns},

@@ -61,7 +61,7 @@ CLI::Validator latency_ns_value(int64_t max) {
 
 void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   const std::string names = preset_list_text();
-  a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see README: Configuration reference)");
+  a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see docs/configuration.md)");
   a.given["--preset"] =
       cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
   a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count; 1-64, simulated 1-1024)")

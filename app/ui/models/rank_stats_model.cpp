@@ -48,7 +48,7 @@ QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
 
 QVariant RankStatsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation == Qt::Horizontal && role == Qt::ToolTipRole && section == Fragmentation)
-    return QString("%1: 1 - largest free block / free bytes in the reserved segments (README, `embedscope stats`)")
+    return QString("%1: 1 - largest free block / free bytes in the reserved segments (docs/output.md, `embedscope stats`)")
         .arg(headerData(section, orientation, Qt::DisplayRole).toString());
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, orientation, role);
   // the fragmentation of a run: the largest at any step end (RunStats; tester41 #7 - the Memory

@@ -55,7 +55,7 @@ QVariant TradeoffsModel::data(const QModelIndex& index, int role) const {
       return QString::fromStdString(sessions::auc_difference_text(d)) +
              (d.within_noise ? QString(": the held-out sample alone could make this difference")
                              : QString(": more than the held-out sample's chance; a short run can still make it "
-                                       "(the README's compression notes)"));
+                                       "(docs/configuration.md, the compression study)"));
     }
     if (c == LossDelta && r.has_loss && !is_reference) return tradeoffs_signed(100.0 * r.loss_relative, 3) + " % of the reference's loss";
     return {};

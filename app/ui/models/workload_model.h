@@ -1,5 +1,5 @@
 #pragma once
-// The workload being designed: a workload JSON document (README "Configuration reference")
+// The workload being designed: a workload JSON document (docs/configuration.md)
 // edited through a table of its embedding tables, validated by the engine after every edit
 // (engine::parse_workload, plan_sharding, estimate_memory, check_memory_fits), with the
 // offending cell of a validation error and the estimated memory of every device.

@@ -207,7 +207,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   qcomms_bwd_->addItems(choices_of<engine::CommPrecision>());
   qcomms_bwd_->setObjectName("/qcomms/backward_precision");
   qcomms_bwd_->setToolTip("precision of the gradient dist (backward; TorchRec's quantized comms)");
-  // the dense part's GEMM precision (dense.precision, PyTorch AMP's semantics; README): its own
+  // the dense part's GEMM precision (dense.precision, PyTorch AMP's semantics; docs/configuration.md): its own
   // box, its own field, like the comm precisions
   dense_precision_ = new QComboBox(form_box);
   dense_precision_->addItems(choices_of<engine::DensePrecision>());

@@ -324,7 +324,7 @@ void ProcessGroup::run(const char* kind, const char* op_name, Splits splits, F&&
                                       collective_head(kind, op_name, name_, seq)),
                           name_, seq, {});
   auto& rimpl = rv_->impl();
-  // The slow-network emulation's figures of this rank (README "Slow-network emulation"): its own
+  // The slow-network emulation's figures of this rank (docs/training-step.md, "Slow-network emulation"): its own
   // port time and its deliveries to each member, published with its arrival time (steady clock)
   // in its arrival key, so that every member can hold itself until the data of the last member
   // to arrive could have crossed the emulated links (tester48 F5).

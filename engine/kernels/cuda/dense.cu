@@ -25,7 +25,7 @@ constexpr int kThreads = 256;
 // empty main linked with -lcublas against one without: 56.0 ms vs 0.2 ms; nearly all of it
 // libcublasLt's constructors faulting in fresh pages), whether or not the process ever used a GPU:
 // each test process of CI's 2,000 engine and UI tests and each CLI run of a CPU workload paid it
-// (README, "CI time"). The entry points are those of the cuBLAS the build compiled against
+// (docs/ci-time.md). The entry points are those of the cuBLAS the build compiled against
 // (CUBLAS_VER_MAJOR; dlsym's default version is the library's own), the types theirs (decltype).
 struct CublasApi {
   decltype(&cublasCreate_v2) create;

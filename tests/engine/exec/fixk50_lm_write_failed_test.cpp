@@ -139,7 +139,7 @@ int64_t fixk50_kept_steps(const std::string& err, const std::string& db) {
 
 /// The session's end after a failed write: `ended` write_failed and a message naming the `kept`
 /// steps and "the run stopped there", where the file still took that last small commit (the
-/// rolled-back commit's space in the -wal usually holds it: README "run"); else no end was
+/// rolled-back commit's space in the -wal usually holds it: docs/cli-run.md "When the session cannot be written"); else no end was
 /// written, and the reader, the writer's process gone, says "crashed" with no end message (the
 /// writer's limit, the same for a DLRM run: about 1 run in 5 of each test here).
 void fixk50_expect_end(const Fixk50Session& s, int64_t kept) {

@@ -20,7 +20,7 @@ namespace {
 // device arena, whose segments the allocator maps itself and whose peak is what these tests read)
 // are freed and allocated again every step and every run: above glibc's mmap threshold each was a
 // fresh mapping, zeroed page by page by the kernel. Kept on the heap instead, the Criteo matrix
-// took 11% less CPU time, the others 2-4% (README, "CI time"); the arena, its blocks and its
+// took 11% less CPU time, the others 2-4% (docs/ci-time.md); the arena, its blocks and its
 // measured peaks are the same (the worst cases printed below did not change). For this
 // executable only (malloc.h).
 const bool kMemoryMatrixHeapKept = [] {

@@ -1,7 +1,7 @@
 // plan47b: the refusal's "--allow-storage OPTION: ..." lines (storage_suggestions) describe exactly
 // the plan `--allow-storage OPTION` gives (plan_search_with_storage). Before, a line put the option
 // on every eligible table and took any fit (no kStorageHeadroom): criteo_kaggle x 4 at 300 MiB
-// (README's ck_300.json) said "host_cached: 26 tables ... a plan fits (grid, fullest rank 146.8
+// (docs/output.md's ck_300.json) said "host_cached: 26 tables ... a plan fits (grid, fullest rank 146.8
 // MiB)" while `plan ck_300.json --auto --allow-storage host_cached` printed uniform:column_wise,
 // 3 tables host_cached, fullest rank 224.5 MiB.
 #include <gtest/gtest.h>
@@ -30,7 +30,7 @@ int64_t fullest_rank_bytes(const PlanStats& st) {
 
 WorkloadSpec ck_300() {
   WorkloadSpec s = load_preset("criteo_kaggle");
-  s.devices.memory_bytes = 314572800;  // 300 MiB, README's ck_300.json
+  s.devices.memory_bytes = 314572800;  // 300 MiB, docs/output.md's ck_300.json
   return s;
 }
 

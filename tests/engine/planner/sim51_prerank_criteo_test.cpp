@@ -1,10 +1,10 @@
-// sim51: the figures README's "Pre-ranking" passage quotes for criteo_kaggle on 4 ranks timed
+// sim51: the figures docs/output.md's "Pre-ranking" passage quotes for criteo_kaggle on 4 ranks timed
 // with h100_sxm (`embedscope plan --preset criteo_kaggle --devices 4 --auto`, and with
 // `--sharding-types row_wise`): the pre-ranking estimate (pre_rank_estimate) equals the full
 // estimate (plan_stats) within 1 ns on the plans the search picks, two estimates written apart
 // (shard-level sums against the step program's ops and calls; the pre-ranking sums unrounded
-// figures, plan_stats rounds each op and call to the ns). The ns figures are the README's:
-// a change that moves them moves the README (before this test they had gone stale: 177,004 and
+// figures, plan_stats rounds each op and call to the ns). The ns figures are docs/output.md's:
+// a change that moves them moves docs/output.md (before this test they had gone stale: 177,004 and
 // 234,133 ns were from before sim50, whose split checks cost 0 on a GPU profile).
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ s51p::WorkloadSpec s51p_criteo_x4() {
 }
 }  // namespace
 
-// The search's plan: every table table-wise, 102,004 ns (pre-ranking 102,003.9; README: 0.102 ms); its runner-up
+// The search's plan: every table table-wise, 102,004 ns (pre-ranking 102,003.9; docs/output.md: 0.102 ms); its runner-up
 // column-wise, 103,725 ns (0.104 ms, +0.002 ms).
 TEST(Sim51PreRankCriteo, TableWisePlanBothEstimatesAndTheRunnerUp) {
   const s51p::WorkloadSpec spec = s51p_criteo_x4();
@@ -44,7 +44,7 @@ TEST(Sim51PreRankCriteo, TableWisePlanBothEstimatesAndTheRunnerUp) {
 }
 
 // Row-wise only (`--sharding-types row_wise`): the 3-row table t_cat_8 stays table-wise (a row
-// split over 4 ranks would leave one empty), 143,923 ns (pre-ranking 143,922.1; README: 0.144 ms).
+// split over 4 ranks would leave one empty), 143,923 ns (pre-ranking 143,922.1; docs/output.md: 0.144 ms).
 TEST(Sim51PreRankCriteo, RowWisePlanWithItsThreeRowTableWholeBothEstimates) {
   const s51p::WorkloadSpec spec = s51p_criteo_x4();
   const s51p::HardwareProfile hw = s51p::load_hardware_profile("h100_sxm");

@@ -122,7 +122,7 @@ TEST(PlannerStats, CriticalPathIsTheSumOfPerPhaseMaxima) {
   EXPECT_EQ(st.critical_path_ns, m[0] + m[1] + m[2] + m[3]);
   EXPECT_GE(st.critical_path_ns, st.max_rank_total_ns);
   EXPECT_TRUE(st.fits);
-  // the greedy-by-bytes plan's lookup imbalance (README: 3.38x): every table serves 512 x 4 ids
+  // the greedy-by-bytes plan's lookup imbalance (docs/output.md: 3.38x): every table serves 512 x 4 ids
   EXPECT_GT(st.lookups.max_over_mean, 3.0);
 }
 

@@ -56,7 +56,7 @@ namespace embedscope::engine {
 ///    was charged a full call (15 us on h100_sxm): 31-37% of a simulated step.
 ///  - cpu ranks (hw.cpu.cores > 0, a calibrated `this_machine`): yes, as any call. There the
 ///    simulation predicts an Embedscope cpu run, whose Gloo process group does run the check
-///    (~0.1 ms at 2 ranks, README "A collective's wait for a core"), and calibrate fits the
+///    (~0.1 ms at 2 ranks, docs/simulation.md "A collective's wait for a core"), and calibrate fits the
 ///    collective terms from sessions that hold it.
 bool split_check_timed(const HardwareProfile& hw);
 

@@ -1,6 +1,6 @@
 #pragma once
 // How long a measured cpu step of an lm_embedding workload will take on this machine, said
-// before the run starts (tester45 F10: `run --preset llama3_8b_embedding`, a preset README calls
+// before the run starts (tester45 F10: `run --preset llama3_8b_embedding`, a preset docs/llm.md calls
 // "plan only", started without a word and had not finished a step after 2.5 minutes). A lower
 // bound, not the cost model's figure: the step's compute flops (program/lm_program.h: the body's
 // and the output projection's GEMMs, 2 x multiply-adds) at this machine's fp32 GEMM rate measured

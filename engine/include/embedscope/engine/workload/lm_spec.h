@@ -5,7 +5,7 @@
 // Read by parse_lm_workload / load_lm_workload_file (engine/workload/lm_reader.cpp); the
 // trainer is engine/model/lm_embedding.h, the vocabulary split engine/sharding/vocab_parallel.h.
 //
-// JSON (every key but the four shapes optional; README "LLM token embeddings"):
+// JSON (every key but the four shapes optional; docs/llm.md):
 //   {"model": "lm_embedding", "name", "description", "source",
 //    "vocab_size": V, "hidden_size": H, "sequence_length": S, "micro_batch_size": B,
 //    "data_type": "fp32" | "bf16" | "fp16",     // default fp32; bf16/fp16: fp32 master copy

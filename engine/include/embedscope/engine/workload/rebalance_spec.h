@@ -3,7 +3,7 @@
 // 17). Read by engine/workload/rebalance_reader.cpp; the policy itself (when to rebalance, which
 // tables to move) is engine/rebalance/ (embedscope/engine/rebalance/policy.h).
 //
-// JSON forms (README "Configuration reference"):
+// JSON forms (docs/configuration.md):
 //   "rebalance": "off"                                          (the default)
 //   "rebalance": { "every": N, ... }                            every N steps
 //   "rebalance": { "when": { "imbalance_above": X, "window": W }, ... }

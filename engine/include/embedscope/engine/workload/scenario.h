@@ -5,7 +5,7 @@
 // A scenario is a list of workloads (presets with overrides, or inline), so it lives beside the
 // presets and the workload parsers, below both programs.
 //
-// File format (README "Teaching scenarios"):
+// File format (docs/workbench.md, "Teaching scenarios"):
 //   {"id": "row_wise_vs_table_wise",                 // [a-z0-9_]+, names the session files
 //    "title": "Row-wise versus table-wise",
 //    "explanation": ["paragraph", "paragraph", ...],  // or one string

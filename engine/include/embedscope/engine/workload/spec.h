@@ -3,8 +3,8 @@
 // reader and validator in reader.cpp / validate.cpp, to_json in to_json.cpp; the enums and
 // their spellings in enums.h; the built-in presets in presets.h).
 //
-// The JSON schema (every key, its unit and default) is documented in README.md
-// ("Configuration reference"); parse_workload() is the only way to build a spec
+// The JSON schema (every key, its unit and default) is documented in
+// docs/configuration.md; parse_workload() is the only way to build a spec
 // from JSON and rejects unknown keys. Names follow TorchRec (EmbeddingBagConfig,
 // ShardingType) and FBGEMM (optimizers).
 
