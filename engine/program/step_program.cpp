@@ -466,8 +466,18 @@ std::vector<Phase> step_schedule(const WorkloadSpec& spec, int64_t iteration) {
 }
 
 StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, int64_t iteration) {
+  return build_step_program(spec, plan, rank, iteration, false);
+}
+
+StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, int64_t iteration,
+                               bool cold_start) {
   validate_plan(spec, plan, "sharding plan");
-  return program::build_step_program(spec, plan, detail::Layout(spec, plan), rank, iteration);
+  return program::build_step_program(spec, plan, detail::Layout(spec, plan), rank, iteration, cold_start);
+}
+
+int64_t cold_start_iterations(const WorkloadSpec& spec, const ShardingPlan& plan) {
+  validate_plan(spec, plan, "sharding plan");
+  return program::cold_start_iterations(spec, detail::Layout(spec, plan));
 }
 
 StepProgram program::build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, const detail::Layout& layout,

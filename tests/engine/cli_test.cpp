@@ -419,6 +419,29 @@ TEST(Cli, ProgramRefusesANegativeIteration) {
   EXPECT_NE(last.out.find("iteration 29 (step 29)"), std::string::npos) << last.out;
 }
 
+// tester55 F1: a host_cached table's cache starts empty, so `program --iteration 0` shows the cold
+// start's host-link bytes (as --simulate runs them), not the steady state's; the default
+// iteration is the first steady one, and a note says which. Table u: 10,000 x 16 fp32 (64 B a
+// row), 1,000 cache slots, 2 ranks x 64 samples x 4 uniform ids = 512 ids a batch, 499.2
+// distinct: the cold fetch 31.2 KiB (every distinct row missed); steady 28.1 KiB (90 % of them).
+TEST(Cli, ProgramOfAHostCachedTableStartsCold) {
+  const std::string wl = std::string(EMBEDSCOPE_TEST_DATA) + "/specs/host_cached_cold.json";
+  Result cold = cli("program " + wl + " --iteration 0");
+  ASSERT_EQ(cold.code, 0) << cold.err;
+  EXPECT_NE(cold.out.find("host link: 31.2 KiB host -> device"), std::string::npos) << cold.out;
+  EXPECT_NE(cold.out.find("note: the caches of the host_cached tables start empty: iterations 0-4 are built with the "
+                          "cache model's cold-start expectation"),
+            std::string::npos)
+      << cold.out;
+  Result steady = cli("program " + wl + " --json");
+  ASSERT_EQ(steady.code, 0) << steady.err;
+  const auto j = nlohmann::json::parse(steady.out);
+  EXPECT_EQ(j["iteration"], 5);
+  EXPECT_EQ(j["cold_start"], false);
+  Result text = cli("program " + wl);
+  EXPECT_NE(text.out.find("host link: 28.1 KiB host -> device"), std::string::npos) << text.out;
+}
+
 // With --plan, --sharding and --local-world-size were silently ignored (the plan ran, and the
 // session's workload recorded the flag's sharding): they are refused, before any session is made.
 TEST(Cli, PlanFileRefusesShardingFlags) {

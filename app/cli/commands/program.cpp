@@ -2,6 +2,7 @@
 // of one training step on the compute and comm lanes, what it waits for, and the collectives it
 // runs with their elements per peer, in the order the executors run them.
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -46,8 +47,22 @@ int cmd_program(ProgramState& s) {
   const es::WorkloadSpec spec = load(s.args);
   const es::ShardingPlan plan = s.plan.empty() ? with_origin(s.args.origin, [&] { return es::plan_sharding(spec); })
                                                : es::load_plan_file(spec, s.plan);
-  const int64_t it = s.iteration_opt->count() > 0 ? s.iteration : es::steady_iteration(spec);
-  const es::StepProgram p = es::build_step_program(spec, plan, s.rank, it);
+  // tables in host_cached memory: their caches start empty, so the host-link ops of the first
+  // `cold` iterations move more rows than the steady state's (the program a run executes there,
+  // and what --simulate times; tester55 F1: every iteration showed the steady state)
+  const int64_t cold = es::cold_start_iterations(spec, plan), total = spec.warmup_steps + spec.steps;
+  const int64_t steady = std::max(es::steady_iteration(spec), std::min(cold, total - 1));
+  const int64_t it = s.iteration_opt->count() > 0 ? s.iteration : steady;
+  const es::StepProgram p = es::build_step_program(spec, plan, s.rank, it, it < cold);
+  const std::string cache_note =
+      cold == 0 ? ""
+      : it < cold
+          ? fmt::format("the caches of the host_cached tables start empty: iterations 0-{} are built with the cache "
+                        "model's cold-start expectation (the host-link ops move more rows than later){}",
+                        cold - 1, cold < total ? fmt::format("; from iteration {} the steady state", cold) : std::string())
+          : fmt::format("the caches of the host_cached tables are full from iteration {} on: this is the steady "
+                        "state (iterations 0-{} move more rows while they fill)",
+                        cold, cold - 1);
   // live rebalancing: the plan a run holds after its first move is decided by the load it
   // measures, so the program is the starting plan's (tester35 D3: nothing said so)
   const std::string rebalance_note =
@@ -59,10 +74,13 @@ int cmd_program(ProgramState& s) {
   if (s.json) {
     auto j = es::to_json(p);
     if (!rebalance_note.empty()) j["note"] = rebalance_note;
+    if (!cache_note.empty()) j["cache_note"] = cache_note;
+    j["cold_start"] = it < cold;
     std::cout << dump(j) << "\n";
   } else {
     std::cout << es::to_text(p);
     if (!rebalance_note.empty()) std::cout << "note: " << rebalance_note << "\n";
+    if (!cache_note.empty()) std::cout << "note: " << cache_note << "\n";
   }
   return 0;
 }
@@ -77,7 +95,7 @@ Command add_program_command(CLI::App& app) {
   cmd->add_option("--rank", s->rank, "The rank whose program to print (default 0)")->check(kInteger);
   s->iteration_opt = cmd->add_option("--iteration", s->iteration,
                   "The iteration, 0-based with warmup steps (default: the first steady-state one; pipelines start "
-                  "and end differently)")
+                  "and end differently, and the caches of host_cached tables start empty)")
       ->check(kInteger);
   cmd->add_option("--plan", s->plan, "A sharding plan file (as `embedscope plan --json` prints) instead of planning");
   cmd->add_flag("--json", s->json, "Print the program as JSON");

@@ -320,3 +320,27 @@ TEST(CacheModel, PrefetchTakesOnlyTheSlotsTwoBatchesLeave) {
   h = es::host_traffic(t, es::OptimizerType::sgd, 8, e, false);  // not prefetched: the lookup fetches them all
   EXPECT_DOUBLE_EQ(h.lookup_h2d, 15 * 32.0);
 }
+
+// tester55 F1: `embedscope program --iteration 0` showed the steady state's host-link bytes for a
+// host_cached table, although the caches start empty and the simulated run moves the cold
+// start's. The public build_step_program with cold_start gives iteration b the cold start's
+// misses (2,017 B at 0, 1,953 B at 1, the steady 1,512 B from 9 on; no write-back before 8), and
+// cold_start_iterations says how many iterations are built so: ceil(8.99) + 2 = 11 of 12.
+TEST(HostLinkCost, ColdStartProgramsOfThePublicBuilder) {
+  const es::WorkloadSpec s = host_link_spec(es::PipelineKind::base, false, "host_cached", 11);  // 12 iterations
+  const es::ShardingPlan plan = es::plan_sharding(s);
+  EXPECT_EQ(es::cold_start_iterations(s, plan), 11);
+  for (const int64_t b : {0, 1, 9}) {
+    const es::StepProgram p = es::build_step_program(s, plan, 0, b, true);
+    const es::ProgramOp* fetch = op_of(p, "host_fetch");
+    ASSERT_NE(fetch, nullptr);
+    EXPECT_EQ(fetch->bytes_h2d, std::llround(64 * cold_misses(b))) << "iteration " << b;
+  }
+  EXPECT_EQ(op_of(es::build_step_program(s, plan, 0, 0, true), "host_fetch")->bytes_h2d, 2017);
+  EXPECT_EQ(op_of(es::build_step_program(s, plan, 0, 0, false), "host_fetch")->bytes_h2d, 1512);  // the steady state
+  const es::ProgramOp* update = op_of(es::build_step_program(s, plan, 0, 0, true), "host_update");
+  EXPECT_TRUE(update == nullptr || update->bytes_d2h == 0);  // nothing evicted yet
+  // a workload without host_cached tables has no cold start
+  const es::WorkloadSpec h = host_link_spec(es::PipelineKind::base, false, "host", 11);
+  EXPECT_EQ(es::cold_start_iterations(h, es::plan_sharding(h)), 0);
+}

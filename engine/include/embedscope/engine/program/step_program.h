@@ -212,6 +212,20 @@ struct StepProgram {
 /// [0, warmup_steps + steps), and what validate_plan throws for a plan that does not fit.
 StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, int64_t iteration);
 
+/// The same, where `cold_start` gives the host-link ops (host_fetch, prefetch, host_update) of
+/// tables in host_cached memory the cache model's expectation for a cache that started empty at
+/// iteration 0 (cost/cache_model.h estimate_cache with lookups_before = `iteration`), not the
+/// steady state: what the simulated executor runs for the first cold_start_iterations(spec,
+/// plan) iterations. Same errors as above.
+StepProgram build_step_program(const WorkloadSpec& spec, const ShardingPlan& plan, int rank, int64_t iteration,
+                               bool cold_start);
+
+/// How many iterations from 0 start with the caches of host_cached tables still filling (the
+/// programs cold_start describes): ceil of the largest expected number of batches until an empty
+/// cache is full, + 2 (the pipelines' batches ahead), at most warmup_steps + steps (a cache that
+/// holds every row never fills); 0 without host_cached tables. Throws what validate_plan throws.
+int64_t cold_start_iterations(const WorkloadSpec& spec, const ShardingPlan& plan);
+
 /// The phases of iteration `iteration`'s schedule, in order, without their ops (first_op and
 /// num_ops are 0): the pipeline's schedule that build_step_program fills with ops and that
 /// the memory estimate replays (planner/memory_replay.h). The same on every rank. Cost O(1).
