@@ -119,10 +119,22 @@ ScenarioFigures scenario_figures(const ScenarioRun& run, const sessions::Session
     f.embedding_comm_share = static_cast<double>(embedding) / static_cast<double>(window);
   }
   // the counted steps, as bytes_sent (analyze leaves a pipeline's drain steps out: tester48 F4)
+  // lm_embedding: Embedscope's split checks (all-gathers of the split sizes before each all-to-all
+  // and reduce-scatter) are not Megatron's or TorchRec's bytes: left out of the per-sample and
+  // per-token figures, counted apart (tester55 F4)
+  // (the session's collectives of the measured steps, as analyze() sums the ranks' bytes_sent; an
+  // lm_embedding run has no pipeline, so no drain step is left out)
+  if (run.lm)
+    for (const auto& c : session.collectives())
+      if (c.step >= 0 && c.name.ends_with("/split_check")) f.split_check_bytes += c.bytes_sent;
   const int64_t samples = f.samples_per_step * st.counted_steps();
   if (samples > 0) {
-    f.bytes_per_sample = static_cast<double>(f.bytes_sent) / static_cast<double>(samples);
-    if (f.tokens_per_sample > 0) f.bytes_per_token = f.bytes_per_sample / static_cast<double>(f.tokens_per_sample);
+    f.bytes_per_sample = static_cast<double>(f.bytes_sent - f.split_check_bytes) / static_cast<double>(samples);
+    if (f.tokens_per_sample > 0) {
+      f.bytes_per_token = f.bytes_per_sample / static_cast<double>(f.tokens_per_sample);
+      f.split_check_bytes_per_token =
+          static_cast<double>(f.split_check_bytes) / static_cast<double>(samples * f.tokens_per_sample);
+    }
   }
   return f;
 }

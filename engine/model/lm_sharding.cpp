@@ -2,7 +2,10 @@
 // embedding's forward and backward, the output projection with its cross-entropy, and the
 // gradient all-reduces of replicated parameters, for vocab_parallel (Megatron), data_parallel
 // and row_wise (TorchRec). Every collective is named as in lm_embedding.h and
-// program/lm_program.cpp, which lists them op by op.
+// program/lm_program.cpp, which lists them op by op. With data_type bf16 / fp16 the activations'
+// collectives and their gradients' send that type's 2-byte elements (program/lm_program.h
+// lm_wire_precision; ProcessGroup's *_q collectives round every value sent); the cross-entropy's
+// and the parameters' gradients' stay fp32.
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +15,7 @@
 
 #include "embedscope/engine/comm/gloo_process_group.h"
 #include "embedscope/engine/model/lm_embedding.h"
+#include "embedscope/engine/program/lm_program.h"
 #include "model/lm_batch.h"
 
 namespace embedscope::engine {
@@ -109,8 +113,9 @@ void LmRank::op_output_dist() {
   const int64_t H = hidden_, T = st.b.tokens;
   {
     DeviceBuffer<float> got = buffer("activations", static_cast<size_t>(T * H));
-    pg_.all_to_all_v("output_dist/rows", st.part.data(), times(st.rw_recv, H), got.data(), times(st.rw_send, H),
-                     sizeof(float));
+    // the rows in data_type's elements (lm_wire_precision): exact, the rows are read rounded to it
+    pg_.all_to_all_q("output_dist/rows", st.part.data(), times(st.rw_recv, H), got.data(), times(st.rw_send, H),
+                     lm_wire_precision(spec_), nullptr);
     std::vector<float>& e = st.result.embedding_out;
     e.assign(static_cast<size_t>(T * H), 0.f);
     for (size_t k = 0; k < st.rw_order.size(); ++k)
@@ -124,12 +129,14 @@ void LmRank::op_embedding_combine() {
   const int64_t H = hidden_, T = st.b.tokens;
   std::vector<float>& e = st.result.embedding_out;
   if (!spec_.sequence_parallel) {
-    pg_.all_reduce_sum("embedding/all_reduce", st.part.data(), T * H);
+    // data_type's elements on the wire (lm_wire_precision); exact: one rank's term is the row
+    // (read rounded to data_type), the others' 0
+    pg_.all_reduce_q("embedding/all_reduce", st.part.data(), T * H, lm_wire_precision(spec_), nullptr);
     e = copy(st.part);
   } else {
     const std::vector<int64_t> counts(static_cast<size_t>(world_), st.b.local_count * H);
     e.assign(static_cast<size_t>(st.b.local_count * H), 0.f);
-    pg_.reduce_scatter("embedding/reduce_scatter", st.part.data(), counts, e.data());
+    pg_.reduce_scatter_q("embedding/reduce_scatter", st.part.data(), counts, e.data(), lm_wire_precision(spec_), nullptr);
   }
   st.part = {};
 }
@@ -144,8 +151,9 @@ void LmRank::op_gather_hidden() {
   const int64_t H = hidden_, per = rw ? st.b.tokens : st.b.local_count;
   st.zg = buffer("activations", static_cast<size_t>(per * world_ * H));
   const std::vector<int64_t> counts(static_cast<size_t>(world_), per * H);
-  pg_.all_gather_v(rw ? "output_projection/all_gather" : "sequence_parallel/all_gather", st.z.data(), st.zg.data(),
-                   counts, sizeof(float));
+  // the hidden states in data_type's elements (lm_wire_precision): every token's rounded, this rank's too
+  pg_.all_gather_q(rw ? "output_projection/all_gather" : "sequence_parallel/all_gather", st.z.data(), st.zg.data(),
+                   counts, lm_wire_precision(spec_), nullptr);
   if (rw) {
     st.yg.assign(static_cast<size_t>(per * world_), 0);
     const std::vector<int64_t> yc(static_cast<size_t>(world_), per);
@@ -239,9 +247,13 @@ void LmRank::op_projection_grad_dist() {
     const int64_t per = rw ? st.b.tokens : st.b.local_count;
     st.dz.assign(static_cast<size_t>(per * H), 0.f);
     const std::vector<int64_t> counts(static_cast<size_t>(world_), per * H);
-    pg_.reduce_scatter("output_projection/grad_reduce_scatter", st.dzg.data(), counts, st.dz.data());
+    // the ranks' terms rounded to data_type (lm_wire_precision), summed in fp32 on arrival
+    pg_.reduce_scatter_q("output_projection/grad_reduce_scatter", st.dzg.data(), counts, st.dz.data(),
+                         lm_wire_precision(spec_), nullptr);
   } else {
-    pg_.all_reduce_sum("output_projection/grad_all_reduce", st.dzg.data(), static_cast<int64_t>(st.dzg.size()));
+    // round(sum of the ranks' rounded terms) for bf16 / fp16 (ProcessGroup::all_reduce_q)
+    pg_.all_reduce_q("output_projection/grad_all_reduce", st.dzg.data(), static_cast<int64_t>(st.dzg.size()),
+                     lm_wire_precision(spec_), nullptr);
     st.dz = copy(st.dzg);
   }
   st.result.loss = st.loss_sum / static_cast<double>(st.b.n_targets);
@@ -262,14 +274,15 @@ void LmRank::op_embedding_grad_dist() {
     for (size_t k = 0; k < st.rw_order.size(); ++k)
       std::copy_n(st.de.data() + st.rw_order[k] * H, H, send.data() + k * static_cast<size_t>(H));
     st.grad_rows = buffer("activations", st.rw_ids.size() * static_cast<size_t>(H));
-    pg_.all_to_all_v("grad_dist/rows", send.data(), times(st.rw_send, H), st.grad_rows.data(), times(st.rw_recv, H),
-                     sizeof(float));
+    pg_.all_to_all_q("grad_dist/rows", send.data(), times(st.rw_send, H), st.grad_rows.data(), times(st.rw_recv, H),
+                     lm_wire_precision(spec_), nullptr);
     return;
   }
   // sequence_parallel, the backward of the reduce-scatter: gather every rank's slice
   st.grad_rows = buffer("activations", static_cast<size_t>(T * H));
   const std::vector<int64_t> counts(static_cast<size_t>(world_), st.b.local_count * H);
-  pg_.all_gather_v("embedding/grad_all_gather", st.de.data(), st.grad_rows.data(), counts, sizeof(float));
+  pg_.all_gather_q("embedding/grad_all_gather", st.de.data(), st.grad_rows.data(), counts, lm_wire_precision(spec_),
+                   nullptr);
 }
 
 void LmRank::op_embedding_backward() {

@@ -12,6 +12,7 @@
 #include "embedscope/engine/cost/cost_model.h"
 #include "embedscope/engine/cost/shared_cores.h"
 #include "embedscope/engine/input/id_share.h"
+#include "embedscope/engine/quant/quant.h"
 #include "embedscope/engine/sharding/vocab_parallel.h"
 #include "embedscope/engine/workload/spec_error.h"
 
@@ -74,25 +75,30 @@ struct LmProgramWriter {
     c.exact = exact;
     return c;
   }
-  CollectiveCall all_reduce(const std::string& name, int64_t count) const {
-    CollectiveCall c = base(CollectiveKind::all_reduce, name, 4, "float32");
+  /// `wire`: the precision of the elements (lm_wire_precision for activations, fp32 otherwise)
+  CollectiveCall all_reduce(const std::string& name, int64_t count, CommPrecision wire = CommPrecision::fp32) const {
+    CollectiveCall c = base(CollectiveKind::all_reduce, name, static_cast<int64_t>(precision_bytes(wire)),
+                            precision_dtype(wire));
     c.count = count;
     return c;
   }
   /// counts: elements each member contributes (group order).
-  CollectiveCall all_gather(const std::string& name, std::vector<int64_t> counts, int64_t eb = 4,
-                            const char* dt = "float32") const {
+  CollectiveCall all_gather(const std::string& name, std::vector<int64_t> counts, int64_t eb, const char* dt) const {
     CollectiveCall c = base(CollectiveKind::all_gather, name, eb, dt);
     c.send_elements.assign(counts.size(), counts[static_cast<size_t>(rank)]);
     c.recv_elements = std::move(counts);
     return c;
   }
   /// counts: elements of each member's block.
-  CollectiveCall reduce_scatter(const std::string& name, const std::vector<int64_t>& counts) const {
-    CollectiveCall c = base(CollectiveKind::reduce_scatter, name, 4, "float32");
+  CollectiveCall reduce_scatter(const std::string& name, const std::vector<int64_t>& counts, CommPrecision wire) const {
+    CollectiveCall c = base(CollectiveKind::reduce_scatter, name, static_cast<int64_t>(precision_bytes(wire)),
+                            precision_dtype(wire));
     c.send_elements = counts;
     c.recv_elements.assign(counts.size(), counts[static_cast<size_t>(rank)]);
     return c;
+  }
+  CollectiveCall all_gather(const std::string& name, std::vector<int64_t> counts, CommPrecision wire) const {
+    return all_gather(name, std::move(counts), static_cast<int64_t>(precision_bytes(wire)), precision_dtype(wire));
   }
   CollectiveCall all_to_all(const std::string& name, std::vector<int64_t> send, std::vector<int64_t> recv, int64_t eb,
                             const char* dt, bool exact) const {
@@ -139,6 +145,15 @@ LmLookupBytes lm_lookup_bytes(const LmWorkloadSpec& spec, int64_t ids) {
   return {ids * 8, ids * spec.hidden_size * elem};
 }
 
+CommPrecision lm_wire_precision(const LmWorkloadSpec& spec) {
+  switch (spec.data_type) {
+    case LmDataType::bf16: return CommPrecision::bf16;
+    case LmDataType::fp16: return CommPrecision::fp16;
+    case LmDataType::fp32: break;
+  }
+  return CommPrecision::fp32;
+}
+
 bool lm_op_gemm_in_half_precision(const LmWorkloadSpec& spec, const ProgramOp& op) {
   if (spec.data_type == LmDataType::fp32 || op.lane != Lane::compute || op.flops <= 0) return false;
   return op.name == "output_projection/logits" || op.name == "output_projection/backward";
@@ -183,6 +198,10 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
   const bool ids_exact = dp || p == 1;
   const int64_t my_ids = std::llround(static_cast<double>(T) * share(rank));
   constexpr int64_t f = 4;
+  // the activations' and their gradients' collectives: data_type's elements (lm_wire_precision)
+  const CommPrecision wire = lm_wire_precision(spec);
+  const auto wb = static_cast<int64_t>(precision_bytes(wire));
+  const char* wdt = precision_dtype(wire);
   // a cpu rank's random row accesses (program/step_program.h HostWork): the distinct rows of the
   // ids this rank looks up (the same rows the embedding backward accumulates into) x the cache
   // lines of a stored row for the lookup (lookup_row_lines, its ProgramOp::work2 as the DLRM
@@ -220,7 +239,7 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
     w.compute("lookup", OpCategory::lookup, "read the rows of the ids received", got, 0, got * (H * f + 8) + got * H * f);
     lookup_lines();
     // the rows go back where the ids came from: this rank sends what it received
-    w.comm("output_dist", {w.all_to_all("output_dist/rows", recv_rows, send_rows, f, "float32", p == 1)},
+    w.comm("output_dist", {w.all_to_all("output_dist/rows", recv_rows, send_rows, wb, wdt, p == 1)},
            "the rows back to the ranks whose tokens they are (all-to-all)");
   } else {
     w.compute("lookup", OpCategory::lookup,
@@ -228,11 +247,11 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
               my_ids * (H * f + 8) + T * H * f);
     lookup_lines();
     if (!dp && !sp)
-      w.comm("embedding/all_reduce", {w.all_reduce("embedding/all_reduce", T * H)},
+      w.comm("embedding/all_reduce", {w.all_reduce("embedding/all_reduce", T * H, wire)},
              "sum the ranks' partial embeddings [T x H] (Megatron VocabParallelEmbedding)");
     if (!dp && sp)
       w.comm("embedding/reduce_scatter",
-             {w.reduce_scatter("embedding/reduce_scatter", std::vector<int64_t>(static_cast<size_t>(p), Tl * H))},
+             {w.reduce_scatter("embedding/reduce_scatter", std::vector<int64_t>(static_cast<size_t>(p), Tl * H), wire)},
              "sum the partial embeddings into each rank's T/p tokens (sequence parallel)");
   }
   w.compute("body_forward", OpCategory::dense, "the residual dense layers on the local tokens", 0, 2 * L * Tl * H * H,
@@ -241,7 +260,7 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
   if (rw || sp) {
     const int64_t per = rw ? T : Tl;
     const std::string name = rw ? "output_projection/all_gather" : "sequence_parallel/all_gather";
-    std::vector<CollectiveCall> calls{w.all_gather(name, std::vector<int64_t>(static_cast<size_t>(p), per * H))};
+    std::vector<CollectiveCall> calls{w.all_gather(name, std::vector<int64_t>(static_cast<size_t>(p), per * H), wire)};
     if (rw)
       calls.push_back(w.all_gather("output_projection/targets_all_gather", std::vector<int64_t>(static_cast<size_t>(p), per),
                                    8, "int64"));
@@ -262,10 +281,10 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
   else if (rw || sp)
     w.comm("output_projection/grad_reduce_scatter",
            {w.reduce_scatter("output_projection/grad_reduce_scatter",
-                             std::vector<int64_t>(static_cast<size_t>(p), (rw ? T : Tl) * H))},
+                             std::vector<int64_t>(static_cast<size_t>(p), (rw ? T : Tl) * H), wire)},
            "sum the projection input's gradient into each rank's tokens");
   else
-    w.comm("output_projection/grad_all_reduce", {w.all_reduce("output_projection/grad_all_reduce", T * H)},
+    w.comm("output_projection/grad_all_reduce", {w.all_reduce("output_projection/grad_all_reduce", T * H, wire)},
            "sum the projection input's gradient over the vocabulary slices");
   w.compute("body_backward", OpCategory::dense, "the dense layers' backward", 0, 4 * L * Tl * H * H,
             ((2 * L + 2) * Tl * H + 3 * L * H * H) * f);
@@ -273,11 +292,11 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
   if (rw) {
     std::vector<int64_t> send(static_cast<size_t>(p)), recv(static_cast<size_t>(p), my_ids * H);
     for (int r = 0; r < p; ++r) send[static_cast<size_t>(r)] = std::llround(static_cast<double>(T) * share(r)) * H;
-    w.comm("grad_dist", {w.all_to_all("grad_dist/rows", send, recv, f, "float32", p == 1)},
+    w.comm("grad_dist", {w.all_to_all("grad_dist/rows", send, recv, wb, wdt, p == 1)},
            "the rows' gradients to the ranks that own them (all-to-all)");
   } else if (sp) {
     w.comm("embedding/grad_all_gather",
-           {w.all_gather("embedding/grad_all_gather", std::vector<int64_t>(static_cast<size_t>(p), Tl * H))},
+           {w.all_gather("embedding/grad_all_gather", std::vector<int64_t>(static_cast<size_t>(p), Tl * H), wire)},
            "gather every rank's slice of the embedding gradient (backward of the reduce-scatter)");
   }
   const int64_t bwd_ids = rw ? p * my_ids : my_ids;
@@ -344,7 +363,11 @@ LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfi
         out.comm_ns += waited + dur;
         if (is_lm_embedding_collective(op0.collectives[c].name)) out.embedding_comm_ns += waited + dur;
         out.bytes_sent += op0.collectives[c].bytes_sent();
-        for (size_t r = 0; r < P; ++r) out.bytes_sent_all_ranks += out.programs[r].ops[k].collectives[c].bytes_sent();
+        // Megatron and TorchRec run no split check: its bytes apart (tester55 F4)
+        const bool check = is_split_check(op0.collectives[c]);
+        for (size_t r = 0; r < P; ++r)
+          (check ? out.split_check_bytes_all_ranks : out.bytes_sent_all_ranks) +=
+              out.programs[r].ops[k].collectives[c].bytes_sent();
       }
     }
     for (size_t r = 0; r < P; ++r) out.rank_end_ns[r].push_back(t[r]);

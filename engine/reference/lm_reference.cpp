@@ -7,13 +7,16 @@
 #include <string>
 
 #include "embedscope/engine/model/lm_embedding.h"
+#include "embedscope/engine/quant/quant.h"
+#include "embedscope/engine/sharding/vocab_parallel.h"
 
 namespace embedscope::engine {
 
-LmReference::LmReference(const LmWorkloadSpec& spec)
+LmReference::LmReference(const LmWorkloadSpec& spec, bool round_on_the_wire)
     : spec_(spec), V_(spec.padded_vocab_size()), H_(spec.hidden_size),
       seqs_(spec.sharding == LmSharding::vocab_parallel ? spec.micro_batch_size
-                                                        : spec.micro_batch_size * spec.world_size) {
+                                                        : spec.micro_batch_size * spec.world_size),
+      round_on_the_wire_(round_on_the_wire) {
   E_.resize(static_cast<size_t>(V_ * H_));
   if (!spec.tie_word_embeddings) O_.resize(E_.size());
   for (int64_t i = 0; i < V_ * H_; ++i) {
@@ -34,6 +37,21 @@ double LmReference::step(int64_t step) {
   const int L = spec_.body_layers;
   const auto rd = [&](double v) { return static_cast<double>(lm_read_weight(static_cast<float>(v), spec_.data_type)); };
   const std::vector<double>& Om = spec_.tie_word_embeddings ? E_ : O_;
+  // the rounding of the 2-byte collectives (the header comment)
+  const CommPrecision wire = spec_.data_type == LmDataType::bf16   ? CommPrecision::bf16
+                             : spec_.data_type == LmDataType::fp16 ? CommPrecision::fp16
+                                                                   : CommPrecision::fp32;
+  const bool rounds = round_on_the_wire_ && wire != CommPrecision::fp32;
+  const bool vp = spec_.sharding == LmSharding::vocab_parallel, dp = spec_.sharding == LmSharding::data_parallel;
+  const bool gathered = rounds && (spec_.sharding == LmSharding::row_wise || (vp && spec_.sequence_parallel));
+  const auto wr = [&](double v) { return static_cast<double>(round_to_precision(static_cast<float>(v), wire)); };
+  const int p_ranks = spec_.world_size;
+  std::vector<int> owner(static_cast<size_t>(V));  // the rank whose vocabulary rows hold v
+  for (int r = 0; r < p_ranks; ++r) {
+    const VocabRange vr = vocab_range(V, p_ranks, r);
+    for (int64_t v = vr.begin; v < vr.end; ++v) owner[static_cast<size_t>(v)] = r;
+  }
+  std::vector<double> part(static_cast<size_t>(p_ranks * H)), zr(static_cast<size_t>(H));
   std::vector<double> gE(E_.size(), 0.0), gO(O_.size(), 0.0);
   std::vector<std::vector<double>> gW(W_.size(), std::vector<double>(static_cast<size_t>(H * H), 0.0));
   std::vector<std::vector<double>> gb(b_.size(), std::vector<double>(static_cast<size_t>(H), 0.0));
@@ -66,7 +84,12 @@ double LmReference::step(int64_t step) {
         }
       }
       if (y == spec_.padding_id) continue;  // ignored target: no loss, no gradient
-      const std::vector<double>& z = h[static_cast<size_t>(L)];
+      // the projection reads the hidden states as their all-gather sent them
+      for (int64_t c = 0; c < H; ++c) {
+        const double v = h[static_cast<size_t>(L)][static_cast<size_t>(c)];
+        zr[static_cast<size_t>(c)] = gathered ? wr(v) : v;
+      }
+      const std::vector<double>& z = zr;
       double mx = -INFINITY;
       for (int64_t v = 0; v < V; ++v) {
         double a = 0;
@@ -79,13 +102,22 @@ double LmReference::step(int64_t step) {
       loss += std::log(se) + mx - p[static_cast<size_t>(y)];
       // dlogits_v = (softmax_v - [v == y]) / N
       std::fill(dh.begin(), dh.end(), 0.0);
+      std::fill(part.begin(), part.end(), 0.0);
       std::vector<double>& gOut = spec_.tie_word_embeddings ? gE : gO;
       for (int64_t v = 0; v < V; ++v) {
         const double d = (std::exp(p[static_cast<size_t>(v)] - mx) / se - (v == y ? 1.0 : 0.0)) / static_cast<double>(n);
         for (int64_t c = 0; c < H; ++c) {
           gOut[static_cast<size_t>(v * H + c)] += d * z[static_cast<size_t>(c)];
-          dh[static_cast<size_t>(c)] += d * rd(Om[static_cast<size_t>(v * H + c)]);
+          part[static_cast<size_t>(owner[static_cast<size_t>(v)] * H + c)] += d * rd(Om[static_cast<size_t>(v * H + c)]);
         }
+      }
+      // dh: the ranks' vocabulary slices' terms, rounded as the gradient's collective sends them
+      for (int64_t c = 0; c < H; ++c) {
+        for (int r = 0; r < p_ranks; ++r) {
+          const double t = part[static_cast<size_t>(r * H + c)];
+          dh[static_cast<size_t>(c)] += rounds && !dp ? wr(t) : t;
+        }
+        if (rounds && vp && !spec_.sequence_parallel) dh[static_cast<size_t>(c)] = wr(dh[static_cast<size_t>(c)]);
       }
       for (int l = L - 1; l >= 0; --l) {
         const auto li = static_cast<size_t>(l);
@@ -103,7 +135,8 @@ double LmReference::step(int64_t step) {
         dh = dprev;
       }
       if (x != spec_.padding_id)
-        for (int64_t c = 0; c < H; ++c) gE[static_cast<size_t>(x * H + c)] += dh[static_cast<size_t>(c)];
+        for (int64_t c = 0; c < H; ++c)
+          gE[static_cast<size_t>(x * H + c)] += gathered ? wr(dh[static_cast<size_t>(c)]) : dh[static_cast<size_t>(c)];
     }
   }
   const double lr = spec_.learning_rate;

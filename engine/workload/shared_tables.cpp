@@ -39,11 +39,15 @@ void fold_shared_tables(WorkloadSpec& s, const std::vector<std::string>& shared_
     same("data_type", tb.data_type == owner.data_type, to_string(tb.data_type), to_string(owner.data_type));
     same("stochastic_rounding", tb.uses_stochastic_rounding() == owner.uses_stochastic_rounding(),
          tb.uses_stochastic_rounding() ? "true" : "false", owner.uses_stochastic_rounding() ? "true" : "false");
-    same("hash_size", tb.hash_size == owner.hash_size, std::to_string(tb.hash_size), std::to_string(owner.hash_size));
+    // hash_size and low_rank_dim 0 are "not set" (spec.h), said so rather than as a 0 (tester55 F9)
+    // ("hash_size: not set but table "t" it shares (shared_with) has 100", "... has it not set")
+    const auto set_or_not = [](int64_t v) { return v == 0 ? std::string("not set") : std::to_string(v); };
+    const auto has_or_not = [](int64_t v) { return v == 0 ? std::string("it not set") : std::to_string(v); };
+    same("hash_size", tb.hash_size == owner.hash_size, set_or_not(tb.hash_size), has_or_not(owner.hash_size));
     same("optimizer_state_type", tb.optimizer_state_type == owner.optimizer_state_type,
          enum_name(tb.optimizer_state_type), enum_name(owner.optimizer_state_type));
-    same("low_rank_dim", tb.low_rank_dim == owner.low_rank_dim, std::to_string(tb.low_rank_dim),
-         std::to_string(owner.low_rank_dim));
+    same("low_rank_dim", tb.low_rank_dim == owner.low_rank_dim, set_or_not(tb.low_rank_dim),
+         has_or_not(owner.low_rank_dim));
     same("placement", tb.placement == owner.placement, enum_name(tb.placement), enum_name(owner.placement));
     if (s.sharding.per_table.count(tb.name))
       c.fail(ptr_key("/sharding/tables", tb.name),

@@ -92,6 +92,19 @@ std::string padding_text(const es::LmWorkloadSpec& s) {
                      s.padded_vocab_size() - s.vocab_size);
 }
 
+/// "wire         bf16: ..." for a bf16 / fp16 workload (tester55 F2: which collectives travel in
+/// 2-byte elements, program/lm_program.h lm_wire_precision); "" for fp32.
+std::string wire_text(const es::LmWorkloadSpec& s) {
+  if (s.data_type == es::LmDataType::fp32) return "";
+  if (s.sharding == es::LmSharding::data_parallel)
+    return fmt::format("wire         {}: no activation is communicated (data_parallel); the gradients' all-reduces "
+                       "and the loss's are fp32 (4 B)\n",
+                       es::to_string(s.data_type));
+  return fmt::format("wire         {0}: the activations' collectives and their gradients' send {0} (2 B an element, "
+                     "as Megatron's {0} tensors); the cross-entropy's and the parameters' gradients' fp32 (4 B)\n",
+                     es::to_string(s.data_type));
+}
+
 std::string memory_table(const std::vector<es::LmMemoryEstimate>& est) {
   std::string out = fmt::format("{:<5} {:>17} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11}\n",
                                 "rank", "rows", "table", "out proj", "read copy", "gradients", "opt state", "body",
@@ -179,6 +192,13 @@ std::string peak_above_estimate_text(const es::LmRunResult& r, const std::vector
                      format_bytes(est[worst].peak_requested_bytes));
 }
 
+/// "; split checks left out: 24 B/token" (Embedscope's all-gathers of the split sizes before each
+/// all-to-all and reduce-scatter, which Megatron and TorchRec do not run: tester55 F4), "" without
+/// any.
+std::string split_checks_text(double per_token) {
+  return per_token > 0 ? fmt::format("; split checks left out: {:.4g} B/token", per_token) : "";
+}
+
 /// One step of the workload's program (program/lm_program.h) timed on hardware profile
 /// `profile` (--simulate, else the planner's default): step time, communication, bytes/token.
 json simulated_step_json(const es::LmWorkloadSpec& spec, const std::string& profile, int gpus_per_node) {
@@ -195,8 +215,11 @@ json simulated_step_json(const es::LmWorkloadSpec& spec, const std::string& prof
           {"comm_share", step > 0 ? static_cast<double>(sim.comm_ns) / step : 0.0},
           {"embedding_comm_share", step > 0 ? static_cast<double>(sim.embedding_comm_ns) / step : 0.0},
           {"bytes_sent_rank0", sim.bytes_sent},
-          // all ranks' bytes sent / tokens, as `run` counts them (ranks differ: Zipf tokens load rank 0's rows)
-          {"bytes_on_the_wire_per_token", static_cast<double>(sim.bytes_sent_all_ranks) / static_cast<double>(tokens)}};
+          // all ranks' bytes sent / tokens, as `run` counts them (ranks differ: Zipf tokens load rank 0's
+          // rows), Embedscope's split checks left out (tester55 F4: Megatron and TorchRec run none)
+          {"bytes_on_the_wire_per_token", static_cast<double>(sim.bytes_sent_all_ranks) / static_cast<double>(tokens)},
+          {"split_check_bytes_per_token",
+           static_cast<double>(sim.split_check_bytes_all_ranks) / static_cast<double>(tokens)}};
 }
 
 }  // namespace
@@ -246,7 +269,7 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   }
   std::cout << fmt::format("workload     {}: lm_embedding {}\n", spec.name, shape_text(spec));
   std::cout << fmt::format("sharding     {} on {} rank{}\n", mode_text(spec), spec.world_size, spec.world_size == 1 ? "" : "s");
-  std::cout << padding_text(spec);
+  std::cout << padding_text(spec) << wire_text(spec);
   std::cout << token_source_text(spec);
   std::cout << fmt::format("\nmemory estimate per rank (planner/lm_memory_estimate.h; optimizer {})\n",
                            spec.optimizer == es::LmOptimizer::adam ? "adam: two fp32 moments per parameter"
@@ -262,12 +285,13 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
                              es::host_step_text(step_flops, gemm_rate, es::host_cores(), spec.world_size));
   std::cout << fmt::format(
       "\nSIMULATED step on {} ({}; the step program timed by the cost model, {}; {}): "
-      "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token\n",
+      "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token{}\n",
       profile, ranks_per_node_text(hw, sim.at("gpus_per_node").get<int>()),
       hw.cpu.cores > 0 ? "not measured" : "not this machine", gemm_rate_text(spec, hw),
       sim.at("step_ns").get<double>() * 1e-6,
       100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
-      sim.at("bytes_on_the_wire_per_token").get<double>());
+      sim.at("bytes_on_the_wire_per_token").get<double>(),
+      split_checks_text(sim.at("split_check_bytes_per_token").get<double>()));
   if (!does_not_fit.empty()) {  // printed, then refused, as a DLRM plan that does not fit (plan.cpp)
     fmt::print(stderr, "error: {}: {}\n", a.origin, does_not_fit);
     return 2;
@@ -380,13 +404,19 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     }
   int64_t step_total = 0;
   for (int64_t s : r.step_ns) step_total += s;
-  int64_t bytes_all = 0;
+  int64_t bytes_all = 0, check_bytes = 0;
   for (const auto& rk : r.ranks) bytes_all += rk.bytes_sent;
+  // Embedscope's split checks are not Megatron's or TorchRec's bytes: left out of bytes/token,
+  // said apart (tester55 F4)
+  for (const auto& c : r.collectives)
+    if (c.name.ends_with("/split_check")) check_bytes += c.bytes_sent;
   // over the steps run: a cancelled run ran fewer than spec.steps (tester43 F7)
   const auto steps_run = static_cast<int64_t>(r.step_ns.size());
   const bool cancelled = r.ended == es::RunEnd::cancelled;
   const double per_token =
-      steps_run > 0 ? static_cast<double>(bytes_all) / static_cast<double>(tokens * steps_run) : 0.0;
+      steps_run > 0 ? static_cast<double>(bytes_all - check_bytes) / static_cast<double>(tokens * steps_run) : 0.0;
+  const double checks_per_token =
+      steps_run > 0 ? static_cast<double>(check_bytes) / static_cast<double>(tokens * steps_run) : 0.0;
   const double comm_share = step_total > 0 ? static_cast<double>(comm_ns) / static_cast<double>(step_total) : 0.0;
   const double embedding_comm_share =
       step_total > 0 ? static_cast<double>(embedding_comm_ns) / static_cast<double>(step_total) : 0.0;
@@ -425,12 +455,13 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                            {"comm_share_rank0", comm_share},
                            {"embedding_comm_share_rank0", embedding_comm_share},
                            {"bytes_on_wire_per_token", per_token},
+                           {"split_check_bytes_per_token", checks_per_token},
                            {"collectives_rank0", colls},
                            {"ranks", ranks}})
               << "\n";
     return 0;
   }
-  std::cout << padding_text(spec);
+  std::cout << padding_text(spec) << wire_text(spec);
   std::cout << fmt::format("steps        {}{} of {} tokens ({})\n", steps_run,
                            cancelled ? fmt::format(" (cancelled; {} planned)", spec.steps) : "", tokens,
                            spec.sharding == es::LmSharding::vocab_parallel ? "one tensor-parallel group, every rank the same tokens"
@@ -442,11 +473,12 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   else
     std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.losses.front(), r.losses.back());
   std::cout << fmt::format("comm         {:.1f}% of rank 0's step time in collectives, {:.1f}% in the token "
-                           "embedding's own ({}); {:.0f} bytes on the wire per token (all ranks' bytes sent / tokens)\n\n",
+                           "embedding's own ({}); {:.0f} bytes on the wire per token (all ranks' bytes sent / "
+                           "tokens{})\n\n",
                            100.0 * comm_share, 100.0 * embedding_comm_share,
                            simulated ? "SIMULATED: the cost model's figures, one op at a time per rank"
                                      : "thread-level: the rank's one thread waits while they run",
-                           per_token);
+                           per_token, split_checks_text(checks_per_token));
   std::cout << fmt::format("{:<40} {:<15} {:>6} {:>14} {:>12}\n", "collective (rank 0, whole run)", "op", "count",
                            "bytes sent", "time");
   for (const auto& [name, k] : by_name)

@@ -96,6 +96,8 @@ json figures_json(const es::ScenarioFigures& f) {
           {"bytes_sent", f.bytes_sent},
           {"bytes_per_sample", f.bytes_per_sample},
           {"bytes_per_token", f.bytes_per_token},
+          {"split_check_bytes", f.split_check_bytes},
+          {"split_check_bytes_per_token", f.split_check_bytes_per_token},
           {"peak_allocated_bytes", f.peak_allocated_bytes},
           {"peak_reserved_bytes", f.peak_reserved_bytes},
           {"final_loss", f.final_loss},
@@ -288,7 +290,7 @@ int cmd_scenario(const ScenarioState& s) {
                "exposed communication per rank and counted step, mean over ranks (as compare and stats give it per "
                "step); comm / emb: the share of the ranks' step time in collectives / in the embedding's own "
                "(thread-level on CPU ranks); bytes on the wire: every rank's bytes sent per sample (per token for "
-               "lm_embedding); peak: the "
+               "lm_embedding, Embedscope's split checks left out: Megatron and TorchRec run none); peak: the "
                "largest rank's allocated / reserved device memory; loss: the last measured step's; AUC: the trained model's "
                "ROC AUC on held-out generated batches (run --held-out-batches; '-' where a run was not evaluated); SE: its "
                "standard error from the held-out set's positives and negatives (Hanley & McNeil 1982); AUC vs 0: the "

@@ -656,6 +656,59 @@ void ProcessGroup::all_reduce_impl(const char* op_name, float* data, int64_t cou
   });
 }
 
+void ProcessGroup::all_reduce_q(const char* op_name, float* data, int64_t count, CommPrecision p, QuantError* err) {
+  if (p == CommPrecision::fp32) {
+    all_reduce_sum(op_name, data, count);
+    return;
+  }
+  const int n = size();
+  // every term rounded, the rank's own too (as all_to_all_q), whatever the group's size
+  std::vector<uint16_t> q = quantize(data, static_cast<size_t>(count), p, err);
+  const int64_t ring_bytes = n > 1 ? all_reduce_bytes(count, n, 2).sent : 0;
+  run("all_reduce", op_name, {{}, {}, 2, precision_dtype(p), ring_bytes, true, count}, [&](uint32_t tag) {
+    if (n == 1 || count == 0) return;
+    // chunk j of the buffer: [off[j], off[j + 1]), count / n elements, the first count % n one more
+    std::vector<int64_t> off(static_cast<size_t>(n) + 1, 0);
+    for (int j = 0; j < n; ++j) off[static_cast<size_t>(j) + 1] = off[static_cast<size_t>(j)] + count / n + (j < count % n ? 1 : 0);
+    const auto me = static_cast<size_t>(group_rank_);
+    const int64_t mine = off[me + 1] - off[me];
+    // reduce-scatter phase: chunk j to rank j (pairwise), the n terms of this rank's chunk summed
+    // in fp32 in rank order, the sum rounded for the all-gather phase
+    std::vector<int64_t> in_bytes(static_cast<size_t>(n)), out_bytes(static_cast<size_t>(n), mine * 2);
+    for (size_t j = 0; j < static_cast<size_t>(n); ++j) in_bytes[j] = (off[j + 1] - off[j]) * 2;
+    std::vector<uint16_t> terms(static_cast<size_t>(mine * n));
+    {
+      gloo::AlltoallvOptions opts(impl_->ctx);
+      opts.setInput(static_cast<char*>(nonnull(q.data())), in_bytes);
+      opts.setOutput(static_cast<char*>(nonnull(terms.data())), out_bytes);
+      opts.setTag(tag);
+      opts.setTimeout(timeout_);
+      gloo::alltoallv(opts);
+    }
+    std::vector<float> t(terms.size()), sum(static_cast<size_t>(mine), 0.0f);
+    dequantize(terms.data(), terms.size(), p, t.data());
+    for (int r = 0; r < n; ++r)
+      for (int64_t i = 0; i < mine; ++i) sum[static_cast<size_t>(i)] += t[static_cast<size_t>(r * mine + i)];
+    const std::vector<uint16_t> sq = quantize(sum.data(), sum.size(), p, nullptr);
+    // all-gather phase: every rank's rounded chunk to every rank (a tag of its own: bit 24, above
+    // every sequence tag run() gives)
+    {
+      gloo::AllgathervOptions opts(impl_->ctx);
+      std::vector<size_t> chunk_bytes(static_cast<size_t>(n));
+      for (size_t j = 0; j < static_cast<size_t>(n); ++j) chunk_bytes[j] = static_cast<size_t>(off[j + 1] - off[j]) * 2;
+      opts.setInput(static_cast<char*>(nonnull(sq.data())), chunk_bytes[me]);
+      opts.setOutput(static_cast<char*>(nonnull(q.data())), chunk_bytes);
+      opts.setTag(tag | 0x1000000u);
+      opts.setTimeout(timeout_);
+      gloo::allgatherv(opts);
+    }
+    // counted as a ring all-reduce of 2-byte elements (all_reduce_bytes), as all_reduce_sum
+    counters_.bytes_sent += ring_bytes;
+    counters_.bytes_received += ring_bytes;
+  });
+  dequantize(q.data(), q.size(), p, data);  // one rank: its term rounded, nothing on the wire
+}
+
 void ProcessGroup::all_reduce_sum(const char* op_name, float* data, int64_t count) {
   all_reduce_impl(op_name, data, count, static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
 }

@@ -77,6 +77,25 @@ TEST(SharedTable, ErrorsNameThePointer) {
             "test.json: /tables/2/shared_with: must not be empty");
 }
 
+// tester55 F9: hash_size and low_rank_dim 0 mean "not set" (spec.h); the mismatch says so rather
+// than "0 but ... has 100".
+TEST(Lm55SharedTable, AnUnsetHashSizeOrLowRankIsSaidNotSet) {
+  auto with = [](const char* extra) {
+    json j = shared_spec();
+    for (const auto& op : json::parse(extra)) j = j.patch(json::array({op}));
+    return parse_error(j);
+  };
+  EXPECT_EQ(with(R"([{"op": "add", "path": "/tables/1/hash_size", "value": 10}])"),
+            "test.json: /tables/2/hash_size: not set but table \"t1\" it shares (shared_with) has 10: a shared "
+            "table uses the owner's rows and must match them");
+  EXPECT_EQ(with(R"([{"op": "add", "path": "/tables/2/hash_size", "value": 10}])"),
+            "test.json: /tables/2/hash_size: 10 but table \"t1\" it shares (shared_with) has it not set: a shared "
+            "table uses the owner's rows and must match them");
+  EXPECT_EQ(with(R"([{"op": "add", "path": "/tables/1/low_rank_dim", "value": 2}])"),
+            "test.json: /tables/2/low_rank_dim: not set but table \"t1\" it shares (shared_with) has 2: a shared "
+            "table uses the owner's rows and must match them");
+}
+
 TEST(SharedTable, BytesCountedOnce) {
   const es::WorkloadSpec s = es::parse_workload(shared_spec(), "test.json");
   const es::ShardingPlan plan = es::plan_sharding(s);

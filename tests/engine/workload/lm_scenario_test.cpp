@@ -88,34 +88,37 @@ TEST(LmScenario, RejectsABadLmOverrideNamingThePointer) {
 }
 
 // p = 4, T = 16, H = 8, V' = 64 (16 rows a rank), L = 2 layers of 8 x 8 + 8. Bytes a rank sends
-// (collective_math.h): all-reduce of n floats 2 (p-1) n 4 / p; all-gather (p-1) x its block;
-// reduce-scatter and all-to-all the blocks for the others; every all-to-all and reduce-scatter
-// preceded by its split check, an all-gather of 2p int64: 3 x 8 x 8 = 192 B.
+// (collective_math.h): all-reduce of n elements of e bytes 2 (p-1) n e / p; all-gather (p-1) x its
+// block; reduce-scatter and all-to-all the blocks for the others; every all-to-all and
+// reduce-scatter preceded by its split check, an all-gather of 2p int64: 3 x 8 x 8 = 192 B. The
+// preset is bf16: the activations' collectives and their gradients' move 2-byte elements, the
+// cross-entropy's and the parameters' gradients' fp32 (program/lm_program.h, tester55 F2). These
+// are the sessions' bytes, split checks included (the scenario's figures leave them out).
 TEST(LmScenario, TinyRunsMoveTheHandComputedBytesPerToken) {
   const Scenario& s = scenario();
   std::map<std::string, Measured> m;
   const char* keys[] = {"vp", "sp", "dp", "rw"};
   for (size_t i = 0; i < 4; ++i) m[keys[i]] = measure(tiny(s.runs[i]));
-  // vocab_parallel: embedding/all_reduce [16 x 8] 768 B; cross_entropy max, predicted logit and
-  // sum of exps of 16 floats 96 B each; output_projection/grad_all_reduce 768 B: 1824 B a rank,
-  // 4 ranks over 16 tokens
-  EXPECT_DOUBLE_EQ(m["vp"].bytes_per_token, 4.0 * 1824 / 16);
-  EXPECT_EQ(m["vp"].embedding_bytes, 768);
-  // + sequence_parallel (4 tokens a rank, 32 floats): embedding/reduce_scatter 192 + 3 x 128;
-  // sequence_parallel/all_gather 384; the three cross-entropy all-reduces 288;
-  // output_projection/grad_reduce_scatter 192 + 384; embedding/grad_all_gather 384;
-  // body/grad_all_reduce of 144 floats 864 (the ranks' body gradients differ now): 3072 B
-  EXPECT_DOUBLE_EQ(m["sp"].bytes_per_token, 4.0 * 3072 / 16);
-  EXPECT_EQ(m["sp"].embedding_bytes, 576 + 384);
+  // vocab_parallel: embedding/all_reduce [16 x 8] bf16 384 B; cross_entropy max, predicted logit
+  // and sum of exps of 16 floats 96 B each; output_projection/grad_all_reduce bf16 384 B: 1056 B
+  // a rank, 4 ranks over 16 tokens (fp32 everywhere: 1824)
+  EXPECT_DOUBLE_EQ(m["vp"].bytes_per_token, 4.0 * 1056 / 16);
+  EXPECT_EQ(m["vp"].embedding_bytes, 384);
+  // + sequence_parallel (4 tokens a rank, 32 bf16 values): embedding/reduce_scatter 192 + 3 x 64;
+  // sequence_parallel/all_gather 192; the three cross-entropy all-reduces 288;
+  // output_projection/grad_reduce_scatter 192 + 192; embedding/grad_all_gather 192;
+  // body/grad_all_reduce of 144 floats 864 (the ranks' body gradients differ now): 2304 B
+  EXPECT_DOUBLE_EQ(m["sp"].bytes_per_token, 4.0 * 2304 / 16);
+  EXPECT_EQ(m["sp"].embedding_bytes, 384 + 192);
   // data_parallel (each rank its own 16 tokens: 64): loss/all_reduce of 1 float 6 B; the
   // gradients of E and O [64 x 8] 3072 B each; the body's 864 B: 7014 B
   EXPECT_DOUBLE_EQ(m["dp"].bytes_per_token, 4.0 * 7014 / 64);
   EXPECT_EQ(m["dp"].embedding_bytes, 3072);
   // row_wise (64 tokens): input_dist/splits 192 + 24; the split checks of input_dist/ids,
-  // output_dist/rows and grad_dist/rows 3 x 192; output_projection/all_gather 3 x 512 and its
-  // targets 3 x 128; the cross-entropy all-reduces over 64 tokens 3 x 384; the gradient
-  // reduce-scatter 192 + 3 x 512; body 864: 6456 B a rank. And per id whose row another rank
-  // holds: its 8 B there, its row's 32 B back and its gradient's 32 B there again.
+  // output_dist/rows and grad_dist/rows 3 x 192; output_projection/all_gather bf16 3 x 256 and
+  // its targets 3 x 128; the cross-entropy all-reduces over 64 tokens 3 x 384; the gradient
+  // reduce-scatter 192 + 3 x 256; body 864: 4920 B a rank. And per id whose row another rank
+  // holds: its 8 B there, its row's 16 B back and its gradient's 16 B there again (bf16).
   int64_t remote = 0;
   const engine::LmWorkloadSpec rw = tiny(s.runs[3]);
   for (int r = 0; r < 4; ++r)
@@ -124,7 +127,7 @@ TEST(LmScenario, TinyRunsMoveTheHandComputedBytesPerToken) {
       for (int t = 0; t < 8; ++t) remote += engine::vocab_owner(tok[static_cast<size_t>(t)], 64, 4) != r ? 1 : 0;
     }
   EXPECT_GT(remote, 0);
-  EXPECT_DOUBLE_EQ(m["rw"].bytes_per_token, (4.0 * 6456 + 72.0 * static_cast<double>(remote)) / 64);
+  EXPECT_DOUBLE_EQ(m["rw"].bytes_per_token, (4.0 * 4920 + 40.0 * static_cast<double>(remote)) / 64);
   // The comparisons the scenario teaches: sequence parallelism moves more bytes than the
   // all-reduce (the body's gradient all-reduce and the split checks: reduce-scatter + all-gather
   // move the all-reduce's bytes; teach52_scenario_text_test.cpp) ...

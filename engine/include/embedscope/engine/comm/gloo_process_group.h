@@ -203,6 +203,18 @@ class ProcessGroup {
   void all_gather_q(const char* op_name, const float* send, float* recv, std::span<const int64_t> counts,
                     CommPrecision p, QuantError* err);
 
+  /// all_reduce_sum (in place) of floats sent in precision `p` (Megatron's bf16 / fp16 activation
+  /// all-reduce): every rank's `count` values (its own too, whatever the group's size) are
+  /// rounded to `p`; a reduce-scatter phase sends chunk j (count / n elements, the first count % n
+  /// one more) of those 2-byte codes to rank j, which sums the n terms of its chunk in fp32 in
+  /// rank order and rounds the sum to `p`; an all-gather phase sends the rounded chunks to every
+  /// rank. So data[i] = round_p(sum over ranks r in order of round_p(x_r[i])), the same on every
+  /// rank; a sum whose terms are all zero but one is that term rounded, exactly. Recorded as one
+  /// all_reduce of dtype precision_dtype(p), bytes a ring all-reduce of 2-byte elements moves
+  /// (all_reduce_bytes(count, n, 2): 2 (n-1)/n x count x 2 each way). fp32: all_reduce_sum.
+  /// `err` (may be null) accumulates the error of the terms rounded.
+  void all_reduce_q(const char* op_name, float* data, int64_t count, CommPrecision p, QuantError* err);
+
   /// Slow-network emulation. Members r and s of this group are on the same node when
   /// r / local_world_size == s / local_world_size (global ranks), and their link is then of
   /// class `net.intra_node`, else `net.inter_node`. From then on every collective (except the

@@ -19,10 +19,13 @@
 //                    dense_all_reduce; lm_embedding embedding/*, input/output/grad dist
 //                    (program/lm_program.h, is_lm_embedding_collective)
 //   bytes per sample every rank's bytes sent (collectives table) / samples of the measured
-//                    steps; per token for lm_embedding: / (samples x sequence_length)
+//                    steps; per token for lm_embedding: / (samples x sequence_length), its
+//                    split checks left out (split_check_bytes; tester55 F4)
 //   peak memory      the largest rank's peak allocated and reserved bytes (whole run)
-// Example (tests/engine/exec/scenario_cli_test.cpp): vocab_parallel, V = 64, H = 8, S = 8, B = 2 on
-// 4 ranks, 1 step: each rank sends 1,824 B, so bytes per token = 4 x 1,824 / 16 = 456.
+// Example (tests/engine/exec/scenario_cli_test.cpp): vocab_parallel, bf16, V = 64, H = 8, S = 8,
+// B = 2 on 4 ranks, 1 step: each rank sends 1,056 B (embedding/all_reduce and the projection's
+// gradient all-reduce 384 B each in bf16, the cross-entropy's 288 B in fp32), so bytes per token
+// = 4 x 1,056 / 16 = 264.
 
 #include <atomic>
 #include <cstdint>
@@ -79,9 +82,13 @@ struct ScenarioFigures {
   double overlap_pct = 0;
   double comm_share = 0;
   double embedding_comm_share = 0;
-  int64_t bytes_sent = 0;             ///< every rank, measured steps
-  double bytes_per_sample = 0;
-  double bytes_per_token = 0;         ///< 0 for DLRM
+  int64_t bytes_sent = 0;             ///< every rank, measured steps (split checks included)
+  /// lm_embedding: of bytes_sent, Embedscope's split checks ("<name>/split_check", which Megatron
+  /// and TorchRec do not run); 0 for DLRM (its figures keep them)
+  int64_t split_check_bytes = 0;
+  double bytes_per_sample = 0;        ///< (bytes_sent - split_check_bytes) / samples
+  double bytes_per_token = 0;         ///< bytes_per_sample / sequence_length; 0 for DLRM
+  double split_check_bytes_per_token = 0;  ///< split_check_bytes / tokens; 0 for DLRM
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;
   double final_loss = 0;              ///< the last measured step's loss (0 without steps)

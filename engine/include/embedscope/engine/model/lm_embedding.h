@@ -27,6 +27,9 @@
 //                   backward; the projection on all-gathered hidden states
 //                   ("output_projection/all_gather", p T tokens), vocab-parallel cross-entropy
 //                   over them, "output_projection/grad_reduce_scatter" back; "body/grad_all_reduce".
+// With data_type bf16 / fp16 the collectives of activations and of their gradients send that type's
+// 2-byte elements, every value rounded (program/lm_program.h lm_wire_precision; tester55 F2); the
+// cross-entropy's and the parameters' gradients' stay fp32.
 // Tokens are ordered position-major within a rank's batch (t = s B + b, Megatron's [s, b, h]),
 // so a sequence-parallel slice is positions [r S/p, (r+1) S/p) of every sequence.
 

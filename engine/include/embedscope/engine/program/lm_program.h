@@ -20,6 +20,18 @@
 // The threaded executor (exec/threaded/lm_executor.h) runs them in order, compute ops on the
 // rank's compute thread and comm ops on its comm worker while the compute thread waits, so every
 // op waits for the op issued before it; LmRank::run (model/lm_embedding.h) does what each computes.
+//
+// Precision on the wire (tester55 F2): with data_type bf16 / fp16 the collectives of activations
+// and of their gradients move 2-byte elements of that type (lm_wire_precision), as Megatron's
+// bf16 / fp16 tensors do: embedding/all_reduce, embedding/reduce_scatter,
+// sequence_parallel/all_gather, output_projection/all_gather, the projection input's gradient
+// (output_projection/grad_all_reduce of vocab_parallel, output_projection/grad_reduce_scatter),
+// embedding/grad_all_gather, output_dist/rows and grad_dist/rows. The cross-entropy's all-reduces
+// stay fp32 (Megatron computes the vocab-parallel cross-entropy in fp32), and so do the
+// parameters' gradient all-reduces (body/grad_all_reduce; data_parallel's embedding/ and
+// output_projection/grad_all_reduce): Megatron with bf16 all-reduces fp32 main gradients
+// (accumulate_allreduce_grads_in_fp32); Embedscope keeps its gradients fp32 for fp16 too (it has
+// no loss scaling). Ids, splits and targets are int64.
 
 #include <cstdint>
 #include <string_view>
@@ -27,6 +39,7 @@
 
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/program/step_program.h"
+#include "embedscope/engine/workload/enums.h"
 #include "embedscope/engine/workload/lm_spec.h"
 
 namespace embedscope::engine {
@@ -54,6 +67,10 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
 /// layers are fp32 in the engine (no rounded copy), so they stay at the fp32 rate.
 /// simulate_lm_step times such ops with cost_model.h half_precision_gemm_ns, the others with compute_ns.
 bool lm_op_gemm_in_half_precision(const LmWorkloadSpec& spec, const ProgramOp& op);
+
+/// The precision of the collectives of activations and of their gradients (see the file
+/// comment): data_type's (bf16 -> CommPrecision::bf16, 2 B; fp16 -> fp16, 2 B; fp32 -> fp32, 4 B).
+CommPrecision lm_wire_precision(const LmWorkloadSpec& spec);
 
 /// The load counters' bytes of a rank's lookup of `ids` token ids in its vocabulary shard
 /// (sessions FORMAT.md load_counters; tester43 F2): bytes_in = ids x 8 (the int64 ids of its rows),
@@ -91,8 +108,13 @@ struct LmSimulatedStep {
   int64_t comm_ns = 0;                      ///< rank 0's time in collectives (none hidden: one thread)
   int64_t embedding_comm_ns = 0;            ///< of which the embedding's ("embedding/...", input / output / grad dist)
   int64_t bytes_sent = 0;                   ///< rank 0's, to other ranks
-  /// every rank's bytes to other ranks, summed (ranks differ: rank 0's rows serve the frequent tokens)
+  /// every rank's bytes to other ranks, summed (ranks differ: rank 0's rows serve the frequent
+  /// tokens), Embedscope's split checks ("<name>/split_check") left out: Megatron and TorchRec
+  /// do not run them (tester55 F4)
   int64_t bytes_sent_all_ranks = 0;
+  /// every rank's bytes of the split checks (all-gathers of 2 n int64 counts before each
+  /// all-to-all and reduce-scatter), not in bytes_sent_all_ranks
+  int64_t split_check_bytes_all_ranks = 0;
   std::vector<int64_t> start_ns, end_ns;    ///< rank 0's ops, program order
   StepProgram program;                      ///< rank 0's
   std::vector<StepProgram> programs;        ///< every rank's
