@@ -1,5 +1,6 @@
 #pragma once
-// The collectives one rank of an executor calls, on host buffers: Gloo (cpu backend) or NCCL
+// The collectives one rank of an executor calls, on host buffers (and one on device buffers:
+// all_to_all_v_device): Gloo (cpu backend) or NCCL
 // (cuda backend, cuda_executor.h), so both executors share one step program (exec/threaded/).
 // Same arguments and semantics as ProcessGroup's (comm/gloo_process_group.h). Internal to the engine.
 
@@ -27,6 +28,18 @@ class Collectives {
   virtual void set_flight_recorder(FlightRecorder* recorder) = 0;
   virtual void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
                             std::span<const int64_t> recv_counts, size_t elem_size) = 0;
+  /// all_to_all_v with `send` and `recv` in the device memory of the calling rank (its
+  /// DeviceBuffer::device_data(): GPU memory on the cuda backend, host segments on the host
+  /// stand-in): no host staging. Same arguments, split check, sequence numbers, byte counters,
+  /// collective records, flight recorder entries and errors as all_to_all_v. The device work
+  /// issued before the call (on the rank's compute stream: the packing of `send`) is done before
+  /// any member reads `send`; `recv` is written when the call returns. The intra-device
+  /// communicator copies the blocks straight out of the peers' send buffers; NCCL sends and
+  /// receives on the device pointers; the hierarchical communicator runs its parts on device
+  /// memory of the rank's device; Gloo (the host stand-in's leaders, or flat groups of emulated
+  /// devices) takes them as host pointers, which only the stand-in's device memory is.
+  virtual void all_to_all_v_device(const char* op_name, const void* send, std::span<const int64_t> send_counts,
+                                   void* recv, std::span<const int64_t> recv_counts, size_t elem_size) = 0;
   virtual void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                             size_t elem_size) = 0;
   virtual void all_reduce_sum(const char* op_name, float* data, int64_t count) = 0;
@@ -55,6 +68,12 @@ class GlooCollectives final : public Collectives {
   void set_flight_recorder(FlightRecorder* recorder) override { pg_->set_flight_recorder(recorder); }
   void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
                     std::span<const int64_t> recv_counts, size_t elem_size) override {
+    pg_->all_to_all_v(op_name, send, send_counts, recv, recv_counts, elem_size);
+  }
+  /// all_to_all_v on the pointers as they are: valid where device memory is host memory (the
+  /// host stand-in, TrainerOptions::emulate_device); never a GPU's (the cuda backend uses NCCL).
+  void all_to_all_v_device(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
+                           std::span<const int64_t> recv_counts, size_t elem_size) override {
     pg_->all_to_all_v(op_name, send, send_counts, recv, recv_counts, elem_size);
   }
   void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,

@@ -98,8 +98,22 @@ void DenseModel::make_resident(const DenseDevice* device, float* device_params) 
 double DenseModel::forward_backward_resident(int64_t B, float* act, const float* dense_x,
                                              std::span<const float* const> pooled, const float* labels,
                                              std::span<float* const> d_pooled,
-                                             const std::function<void(int64_t)>& on_grads_ready) {
+                                             const std::function<void(int64_t)>& on_grads_ready,
+                                             std::span<const uint8_t> pooled_on_device,
+                                             std::span<const uint8_t> d_pooled_on_device) {
   if (!device_) throw std::logic_error("DenseModel::forward_backward_resident: the dense part is not resident");
+  for (const auto& [flags, name] : {std::pair{pooled_on_device, "pooled_on_device"}, {d_pooled_on_device, "d_pooled_on_device"}})
+    if (!flags.empty() && flags.size() != pooled.size())
+      throw std::logic_error(std::string("DenseModel::forward_backward_resident: ") + name + " has " +
+                             std::to_string(flags.size()) + " entries for " + std::to_string(pooled.size()) + " features");
+  auto kind_in = [&](int64_t f) {
+    return !pooled_on_device.empty() && pooled_on_device[static_cast<size_t>(f)] ? DenseCopy::device_to_device
+                                                                                 : DenseCopy::host_to_device;
+  };
+  auto kind_out = [&](int64_t f) {
+    return !d_pooled_on_device.empty() && d_pooled_on_device[static_cast<size_t>(f)] ? DenseCopy::device_to_device
+                                                                                     : DenseCopy::device_to_host;
+  };
   const DenseDevice& dv = *device_;
   const ResidentLayout L = resident_layout(spec_, dims_);
   const DenseSpec& ds = *spec_.dense;
@@ -122,14 +136,14 @@ double DenseModel::forward_backward_resident(int64_t B, float* act, const float*
     x = y;
   }
   // x0 = [z, pooled_0, ..., pooled_{F-1}] (B x inter_in): z placed on the device, the pooled
-  // embeddings scattered into their columns from the host
+  // embeddings scattered into their columns from the host (or from the device: on_device)
   float* x0 = at(L.x0);
   const int64_t pitch = L.inter_in * f4;
   dv.copy_2d(x0, pitch, x, L.d0 * f4, L.d0 * f4, B, DenseCopy::device_to_device);
   int64_t off = L.d0;
   for (int64_t f = 0; f < F; ++f) {
     const int64_t d = dims_[static_cast<size_t>(f)];
-    dv.copy_2d(x0 + off, pitch, pooled[static_cast<size_t>(f)], d * f4, d * f4, B, DenseCopy::host_to_device);
+    dv.copy_2d(x0 + off, pitch, pooled[static_cast<size_t>(f)], d * f4, d * f4, B, kind_in(f));
     off += d;
   }
   const float* r = x0;  // cat: the top MLP reads x0 itself (r = x0)
@@ -165,7 +179,7 @@ double DenseModel::forward_backward_resident(int64_t B, float* act, const float*
   off = L.d0;
   for (int64_t f = 0; f < F; ++f) {
     const int64_t d = dims_[static_cast<size_t>(f)];
-    dv.copy_2d(d_pooled[static_cast<size_t>(f)], d * f4, dx0 + off, pitch, d * f4, B, DenseCopy::device_to_host);
+    dv.copy_2d(d_pooled[static_cast<size_t>(f)], d * f4, dx0 + off, pitch, d * f4, B, kind_out(f));
     off += d;
   }
   for (size_t i = bottom_.size(); i-- > 0;) {

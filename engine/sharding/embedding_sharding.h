@@ -99,6 +99,35 @@ class RankContext {
   /// The fused row optimizer at `iteration` on that shard's A with dA (skipped without rows) and
   /// on its copy of B with dB (skipped without rows).
   virtual void factor_update(int table, int shard_index, int64_t iteration, const SparseGrad& da, const SparseGrad& db) = 0;
+
+  // The table_wise / column_wise dists on the rank's device (issue 14; pooled_all_to_all.cpp).
+  /// Whether they run on the device: the rank has one (the cuda backend, or the host stand-in),
+  /// its dense part is resident there (reads the pooled embeddings from the device and writes
+  /// their gradients there), no on_pooled hook reads the pooled embeddings on the host, and the
+  /// comms are fp32 (and TrainerOptions::device_dist, a test hook, is not off). The same on
+  /// every rank of a run. Then the looked-up rows of those slots
+  /// (slot_out) stay in device memory (no copy to the host after the lookup), pooled[f] and
+  /// dpooled[f] of their features are the buffers' device memory (the dense part does not scale
+  /// dpooled by 1 / W: the gradient dist's packing does) and slot_grad[k] is written there, copied
+  /// to the host only for a slot that !slot_grad_on_device.
+  virtual bool dist_on_device() const = 0;
+  /// With dist_on_device: whether local slot k's gradients are read from device memory by the
+  /// embedding backward (its shard accumulates there: fp32 rows and state on the device, not
+  /// factorized; Rank::accumulates_on_device); false otherwise.
+  virtual bool slot_grad_on_device(size_t local_slot) const = 0;
+  /// On the compute thread, device memory of the rank (dist_on_device only; std::logic_error
+  /// without a device): `bytes` from src to dst (RankDevice::copy_on_device), asynchronous on a
+  /// GPU, in order with the rank's device work.
+  virtual void device_copy(void* dst, const void* src, int64_t bytes) = 0;
+  /// A 2-D device-to-device copy (RankDevice::copy_2d: rows of width_bytes, pitches in bytes).
+  virtual void device_copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes,
+                              int64_t rows) = 0;
+  /// RankDevice::scale_copy_2d: dst[r * dst_stride + c] = src[r * src_stride + c] * s (floats).
+  virtual void device_scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                                    int64_t dst_stride, float s) = 0;
+  /// Device to host (RankDevice::to_host; returns when the bytes are there), counted with the
+  /// embedding update's copies (detail::sparse_grad_copy_totals) in measured steps.
+  virtual void device_to_host(void* dst, const void* src, int64_t bytes) = 0;
 };
 
 /// The sparse gradient of one local shard, after the gradient dist (rows local to the shard).

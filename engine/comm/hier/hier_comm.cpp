@@ -85,9 +85,11 @@ std::vector<int> HierArrivals::missing(uint64_t seq) const {
 
 HierComm::HierComm(std::string name, std::vector<int> members, int group_rank, HierShape shape,
                    std::unique_ptr<Collectives> local, std::unique_ptr<Collectives> cross,
-                   std::chrono::milliseconds timeout, std::shared_ptr<HierArrivals> arrivals)
+                   std::chrono::milliseconds timeout, std::shared_ptr<HierArrivals> arrivals,
+                   const IntraDeviceOps* device)
     : name_(std::move(name)), members_(std::move(members)), group_rank_(group_rank), shape_(std::move(shape)),
-      local_(std::move(local)), cross_(std::move(cross)), timeout_(timeout), arrivals_(std::move(arrivals)) {
+      local_(std::move(local)), cross_(std::move(cross)), timeout_(timeout), arrivals_(std::move(arrivals)),
+      device_(device) {
   if (group_rank_ < 0 || group_rank_ >= size() || shape_.device_of.size() != members_.size())
     throw std::invalid_argument(fmt::format("HierComm '{}': group rank {} outside a group of {} members (shape of {})",
                                             name_, group_rank_, size(), shape_.device_of.size()));
@@ -228,7 +230,73 @@ void HierComm::gather_all(const char* op_name, const void* send, std::span<const
   }
 }
 
-void HierComm::exchange_all(const char* op_name, const void* send, std::span<const int64_t> S, void* recv, int64_t es) {
+namespace {
+
+// exchange_all's memory: host vectors and memcpy, the parts' all_to_all_v.
+struct HostMem {
+  struct Buffer {
+    std::vector<char> v;
+    char* data() { return v.data(); }
+    int64_t size() const { return static_cast<int64_t>(v.size()); }
+  };
+  Buffer make(int64_t bytes) { return Buffer{std::vector<char>(static_cast<size_t>(bytes))}; }
+  void copy(void* dst, const void* src, int64_t bytes) { copy_bytes(dst, src, bytes); }
+  void a2a(Collectives& part, const char* op_name, const void* send, std::span<const int64_t> sc, void* recv,
+           std::span<const int64_t> rc, size_t es) {
+    part.all_to_all_v(op_name, send, sc, recv, rc, es);
+  }
+  void done() {}
+};
+
+// all_to_all_v_device's: the rank's device memory (comm_alloc, freed in comm stream order),
+// comm_copy on the comm stream, the parts' all_to_all_v_device (each orders itself after the
+// comm and compute streams' work); done() waits for the comm stream's last copies.
+struct DeviceMem {
+  const IntraDeviceOps& ops;
+  class Buffer {
+   public:
+    Buffer() = default;
+    Buffer(const IntraDeviceOps* ops, int64_t bytes) : ops_(ops), p_(static_cast<char*>(ops->comm_alloc(bytes))), n_(bytes) {}
+    Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+    Buffer& operator=(Buffer&& o) noexcept {
+      if (this != &o) {
+        if (ops_) ops_->comm_free(p_);
+        ops_ = o.ops_;
+        p_ = o.p_;
+        n_ = o.n_;
+        o.ops_ = nullptr;
+        o.p_ = nullptr;
+        o.n_ = 0;
+      }
+      return *this;
+    }
+    ~Buffer() {
+      if (ops_) ops_->comm_free(p_);
+    }
+    char* data() { return p_; }
+    int64_t size() const { return n_; }
+
+   private:
+    const IntraDeviceOps* ops_ = nullptr;
+    char* p_ = nullptr;
+    int64_t n_ = 0;
+  };
+  Buffer make(int64_t bytes) { return Buffer(&ops, bytes); }
+  void copy(void* dst, const void* src, int64_t bytes) {
+    if (bytes > 0) ops.comm_copy(dst, src, bytes);
+  }
+  void a2a(Collectives& part, const char* op_name, const void* send, std::span<const int64_t> sc, void* recv,
+           std::span<const int64_t> rc, size_t es) {
+    part.all_to_all_v_device(op_name, send, sc, recv, rc, es);
+  }
+  void done() { ops.comm_sync(); }
+};
+
+}  // namespace
+
+template <class Mem>
+void HierComm::exchange_all(Mem& mem, const char* op_name, const void* send, std::span<const int64_t> S, void* recv,
+                            int64_t es) {
   const HierShape& s = shape_;
   const int n = size(), k = s.devices();
   const int d = s.device_of[static_cast<size_t>(group_rank_)];
@@ -244,19 +312,19 @@ void HierComm::exchange_all(const char* op_name, const void* send, std::span<con
   const bool leader = s.is_leader(group_rank_);
   const auto lz = mine.size();
   // (1) every member's whole send buffer to the leader (members' order)
-  std::vector<char> dev_send;
+  typename Mem::Buffer dev_send;
   if (lz > 1) {
     std::vector<int64_t> sc(lz, 0), rc(lz, 0);
     sc[0] = row_total(group_rank_);
     if (leader)
       for (size_t x = 0; x < lz; ++x) rc[x] = row_total(mine[x]);
-    dev_send.resize(static_cast<size_t>(sum(rc) * es));
-    in_part(kIntra, [&] { local_->all_to_all_v(op_name, send, sc, dev_send.data(), rc, static_cast<size_t>(es)); });
+    dev_send = mem.make(sum(rc) * es);
+    in_part(kIntra, [&] { mem.a2a(*local_, op_name, send, sc, dev_send.data(), rc, static_cast<size_t>(es)); });
   } else {
-    dev_send.resize(static_cast<size_t>(row_total(group_rank_) * es));
-    copy_bytes(dev_send.data(), send, row_total(group_rank_) * es);
+    dev_send = mem.make(row_total(group_rank_) * es);
+    mem.copy(dev_send.data(), send, row_total(group_rank_) * es);
   }
-  std::vector<char> per_member;  // leader: each member's receive buffer, members' order
+  typename Mem::Buffer per_member;  // leader: each member's receive buffer, members' order
   std::vector<int64_t> member_recv(lz);
   for (size_t x = 0; x < lz; ++x) member_recv[x] = col_total(mine[x]);
   if (leader) {
@@ -264,7 +332,7 @@ void HierComm::exchange_all(const char* op_name, const void* send, std::span<con
     std::vector<int64_t> src_off(lz, 0);  // member x's send buffer in dev_send
     for (size_t x = 1; x < lz; ++x) src_off[x] = src_off[x - 1] + row_total(mine[x - 1]);
     std::vector<int64_t> cs(static_cast<size_t>(k), 0), cr(static_cast<size_t>(k), 0);
-    std::vector<char> cross_send(dev_send.size());
+    typename Mem::Buffer cross_send = mem.make(dev_send.size());
     int64_t w = 0;
     for (int e = 0; e < k; ++e) {
       for (size_t x = 0; x < lz; ++x) {
@@ -272,7 +340,7 @@ void HierComm::exchange_all(const char* op_name, const void* send, std::span<con
         for (int j : s.on[static_cast<size_t>(e)]) {
           int64_t at = src_off[x];
           for (int jj = 0; jj < j; ++jj) at += S_(i, jj);
-          copy_bytes(cross_send.data() + w * es, dev_send.data() + at * es, S_(i, j) * es);
+          mem.copy(cross_send.data() + w * es, dev_send.data() + at * es, S_(i, j) * es);
           w += S_(i, j);
           cs[static_cast<size_t>(e)] += S_(i, j);
         }
@@ -280,16 +348,16 @@ void HierComm::exchange_all(const char* op_name, const void* send, std::span<con
       for (int i : s.on[static_cast<size_t>(e)])
         for (int j : mine) cr[static_cast<size_t>(e)] += S_(i, j);
     }
-    std::vector<char> from(static_cast<size_t>(sum(cr) * es));
+    typename Mem::Buffer from = mem.make(k > 1 ? sum(cr) * es : 0);
     if (k > 1)
-      in_part(kCross, [&] { cross_->all_to_all_v(op_name, cross_send.data(), cs, from.data(), cr, static_cast<size_t>(es)); });
+      in_part(kCross, [&] { mem.a2a(*cross_, op_name, cross_send.data(), cs, from.data(), cr, static_cast<size_t>(es)); });
     else
-      from = cross_send;
+      from = std::move(cross_send);
     // (3a) each member's receive buffer: the blocks of senders 0..n-1 in group order; in
     // `from`, the block of i on e for j sits after e's earlier senders' blocks for d's members
     std::vector<int64_t> from_off(static_cast<size_t>(k), 0);
     for (int e = 1; e < k; ++e) from_off[static_cast<size_t>(e)] = from_off[static_cast<size_t>(e - 1)] + cr[static_cast<size_t>(e - 1)];
-    per_member.resize(static_cast<size_t>(sum(member_recv) * es));
+    per_member = mem.make(sum(member_recv) * es);
     int64_t out = 0;
     for (size_t x = 0; x < lz; ++x) {
       const int j = mine[x];
@@ -304,7 +372,7 @@ void HierComm::exchange_all(const char* op_name, const void* send, std::span<con
           if (jj == j) break;
           at += S_(i, jj);
         }
-        copy_bytes(per_member.data() + out * es, from.data() + at * es, S_(i, j) * es);
+        mem.copy(per_member.data() + out * es, from.data() + at * es, S_(i, j) * es);
         out += S_(i, j);
       }
     }
@@ -314,10 +382,11 @@ void HierComm::exchange_all(const char* op_name, const void* send, std::span<con
     std::vector<int64_t> sc(lz, 0), rc(lz, 0);
     if (leader) sc = member_recv;
     rc[0] = col_total(group_rank_);
-    in_part(kIntra, [&] { local_->all_to_all_v(op_name, per_member.data(), sc, recv, rc, static_cast<size_t>(es)); });
+    in_part(kIntra, [&] { mem.a2a(*local_, op_name, per_member.data(), sc, recv, rc, static_cast<size_t>(es)); });
   } else {
-    copy_bytes(recv, per_member.data(), col_total(group_rank_) * es);
+    mem.copy(recv, per_member.data(), col_total(group_rank_) * es);
   }
+  mem.done();
 }
 
 void HierComm::all_gather_impl(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
@@ -354,7 +423,11 @@ std::vector<int64_t> HierComm::split_check(const char* op_name, std::span<const 
 
 void HierComm::all_to_all_impl(const char* kind, const char* op_name, const void* send,
                                std::span<const int64_t> send_counts, void* recv, std::span<const int64_t> recv_counts,
-                               size_t elem_size, const char* dtype) {
+                               size_t elem_size, const char* dtype, bool on_device) {
+  if (on_device && !device_)
+    throw std::logic_error(fmt::format("all_to_all '{}' on device buffers: the hierarchical group {} was made without "
+                                       "the rank's device",
+                                       op_name, name_));
   const std::vector<int64_t> all = split_check(op_name, send_counts, recv_counts);
   const int n = size();
   const auto nn = static_cast<size_t>(n);
@@ -363,7 +436,21 @@ void HierComm::all_to_all_impl(const char* kind, const char* op_name, const void
   const auto es = static_cast<int64_t>(elem_size);
   Meta meta{{send_counts.begin(), send_counts.end()}, {recv_counts.begin(), recv_counts.end()}, elem_size, dtype, 0,
             all_to_all_bytes(send_counts, recv_counts, group_rank_, es)};
-  run(kind, op_name, std::move(meta), [&] { exchange_all(op_name, send, S, recv, es); });
+  run(kind, op_name, std::move(meta), [&] {
+    if (on_device) {
+      DeviceMem mem{*device_};
+      device_->comm_wait_compute();  // the send buffer was written on the compute stream
+      exchange_all(mem, op_name, send, S, recv, es);
+    } else {
+      HostMem mem;
+      exchange_all(mem, op_name, send, S, recv, es);
+    }
+  });
+}
+
+void HierComm::all_to_all_v_device(const char* op_name, const void* send, std::span<const int64_t> send_counts,
+                                   void* recv, std::span<const int64_t> recv_counts, size_t elem_size) {
+  all_to_all_impl("all_to_all", op_name, send, send_counts, recv, recv_counts, elem_size, nullptr, true);
 }
 
 void HierComm::all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
@@ -389,7 +476,8 @@ void HierComm::all_reduce_sum(const char* op_name, float* data, int64_t count) {
     for (size_t i = 0; i < nn; ++i) std::copy(chunk.begin(), chunk.end(), S.begin() + static_cast<std::ptrdiff_t>(i * nn));
     const int64_t mine = chunk[static_cast<size_t>(group_rank_)];
     std::vector<float> gathered(static_cast<size_t>(mine) * nn);
-    exchange_all(op_name, data, S, gathered.data(), sizeof(float));
+    HostMem mem;
+    exchange_all(mem, op_name, data, S, gathered.data(), sizeof(float));
     std::vector<float> reduced(static_cast<size_t>(mine), 0.0f);  // from zero, in group order
     for (size_t r = 0; r < nn; ++r)
       for (int64_t x = 0; x < mine; ++x) reduced[static_cast<size_t>(x)] += gathered[r * static_cast<size_t>(mine) + static_cast<size_t>(x)];

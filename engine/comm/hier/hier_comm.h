@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "comm/collectives.h"
+#include "comm/local/local_comm.h"
 #include "embedscope/engine/comm/collective_math.h"
 
 namespace embedscope::engine::detail {
@@ -114,10 +115,12 @@ class HierComm final : public Collectives {
   /// the group's collective timeout (flight recorder entries). Throws std::invalid_argument for
   /// a part that is missing or a group rank outside the group. `arrivals` (shared by the
   /// group's members; null: none) names, on a timeout in a part, the members that never entered
-  /// the group's collective instead of the part's missing peer.
+  /// the group's collective instead of the part's missing peer. `device` (the rank's device,
+  /// outliving the communicator; null: all_to_all_v_device throws std::logic_error) holds the
+  /// device variant's intermediate buffers.
   HierComm(std::string name, std::vector<int> members, int group_rank, HierShape shape,
            std::unique_ptr<Collectives> local, std::unique_ptr<Collectives> cross, std::chrono::milliseconds timeout,
-           std::shared_ptr<HierArrivals> arrivals = nullptr);
+           std::shared_ptr<HierArrivals> arrivals = nullptr, const IntraDeviceOps* device = nullptr);
 
   uint64_t next_sequence() const override { return seq_ + 1; }
   const CommCounters& counters() const override { return counters_; }
@@ -130,6 +133,12 @@ class HierComm final : public Collectives {
   /// recv holds the blocks of members 0..n-1 in group order.
   void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
                     std::span<const int64_t> recv_counts, size_t elem_size) override;
+  /// As all_to_all_v on the rank's device memory (Collectives::all_to_all_v_device): the same
+  /// composition with the parts' all_to_all_v_device, the leader's intermediate buffers in the
+  /// device's memory (IntraDeviceOps::comm_alloc) and its reordering as comm_copy; the split
+  /// check stays on the host (counts).
+  void all_to_all_v_device(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
+                           std::span<const int64_t> recv_counts, size_t elem_size) override;
   /// counts: n elements per member; recv: sum(counts) elements in group order.
   void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                     size_t elem_size) override;
@@ -164,7 +173,9 @@ class HierComm final : public Collectives {
   /// The composition of an all-gather (bytes; counts in elements of `es` bytes).
   void gather_all(const char* op_name, const void* send, std::span<const int64_t> counts, void* recv, int64_t es);
   /// The composition of an all-to-all; S: n x n row-major, S[i * n + j] elements from i to j.
-  void exchange_all(const char* op_name, const void* send, std::span<const int64_t> S, void* recv, int64_t es);
+  /// Mem: host vectors (all_to_all_v) or the device's memory (all_to_all_v_device).
+  template <class Mem>
+  void exchange_all(Mem& mem, const char* op_name, const void* send, std::span<const int64_t> S, void* recv, int64_t es);
   void all_gather_impl(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                        size_t elem_size, const char* dtype);
   /// The split check: returns the n x 2n matrix of every member's send and receive counts;
@@ -172,7 +183,8 @@ class HierComm final : public Collectives {
   std::vector<int64_t> split_check(const char* op_name, std::span<const int64_t> send_counts,
                                    std::span<const int64_t> recv_counts);
   void all_to_all_impl(const char* kind, const char* op_name, const void* send, std::span<const int64_t> send_counts,
-                       void* recv, std::span<const int64_t> recv_counts, size_t elem_size, const char* dtype);
+                       void* recv, std::span<const int64_t> recv_counts, size_t elem_size, const char* dtype,
+                       bool on_device = false);
   int size() const { return static_cast<int>(members_.size()); }
 
   std::string name_;
@@ -182,6 +194,7 @@ class HierComm final : public Collectives {
   std::unique_ptr<Collectives> local_, cross_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<HierArrivals> arrivals_;
+  const IntraDeviceOps* device_ = nullptr;
   uint64_t seq_ = 0;
   uint64_t vanish_at_ = 0;
   std::atomic<bool> closed_{false};

@@ -24,6 +24,7 @@ class HostIntraDeviceOps final : public IntraDeviceOps {
     for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
   }
   void comm_sync() const override {}
+  void comm_wait_compute() const override {}
 
  private:
   static void copy(void* dst, const void* src, int64_t bytes) {
@@ -92,7 +93,7 @@ void LocalComm::wait(std::unique_lock<std::mutex>& lock, LocalGroup::Round& roun
 }
 
 void LocalComm::run(const char* kind, const char* op_name, Meta meta, const void* send, int64_t send_bytes,
-                    std::vector<int64_t> counts, const Move& move) {
+                    std::vector<int64_t> counts, const Move& move, bool on_device) {
   LocalGroup& g = *group_;
   const int n = size();
   const auto me = static_cast<size_t>(group_rank_);
@@ -114,9 +115,10 @@ void LocalComm::run(const char* kind, const char* op_name, Meta meta, const void
     throw CollectiveError(fmt::format("{} not started: this rank closed its connections after an earlier failure",
                                       collective_head(kind, op_name, g.name(), seq)),
                           g.name(), seq, {});
-  // 1. stage
-  Staged staged(ops_, send_bytes);
-  if (send_bytes > 0) ops_.comm_to_device(staged.get(), send, send_bytes);
+  // 1. stage (device memory: published as it is, once the compute stream's writes are done)
+  Staged staged(ops_, on_device ? 0 : send_bytes);
+  if (on_device) ops_.comm_wait_compute();
+  else if (send_bytes > 0) ops_.comm_to_device(staged.get(), send, send_bytes);
   ops_.comm_sync();
   if (flight_) flight_->started(flight);
   ++counters_.collectives;
@@ -132,7 +134,7 @@ void LocalComm::run(const char* kind, const char* op_name, Meta meta, const void
       r.arrived.assign(static_cast<size_t>(n), false);
       r.departed.assign(static_cast<size_t>(n), false);
     }
-    r.staged[me] = staged.get();
+    r.staged[me] = on_device ? send : staged.get();
     r.counts[me] = std::move(counts);
     r.arrived[me] = true;
     ++r.n_arrived;
@@ -232,7 +234,7 @@ void LocalComm::split_check(const char* kind, const char* op_name, std::span<con
 
 void LocalComm::all_to_all_impl(const char* kind, const char* op_name, const void* send,
                                 std::span<const int64_t> send_counts, void* recv, std::span<const int64_t> recv_counts,
-                                size_t elem_size, const char* dtype) {
+                                size_t elem_size, const char* dtype, bool on_device) {
   split_check(kind, op_name, send_counts, recv_counts);
   const int n = size();
   const auto es = static_cast<int64_t>(elem_size);
@@ -241,18 +243,25 @@ void LocalComm::all_to_all_impl(const char* kind, const char* op_name, const voi
   const int64_t total = sum(recv_counts);
   run(kind, op_name, std::move(meta), send, sum(send_counts) * es, {send_counts.begin(), send_counts.end()},
       [&](const auto& staged, const auto& counts) {
-        Staged out(ops_, total * es);
+        Staged out(ops_, on_device ? 0 : total * es);  // device memory: straight into recv
+        char* to = on_device ? static_cast<char*>(recv) : out.get();
         int64_t off = 0;
         for (int j = 0; j < n; ++j) {  // member j's block for this rank follows its blocks for members < rank()
           const auto& cj = counts[static_cast<size_t>(j)];
           const int64_t at = std::accumulate(cj.begin(), cj.begin() + group_rank_, int64_t{0}) * es;
           const int64_t b = recv_counts[static_cast<size_t>(j)] * es;
-          if (b > 0) ops_.comm_copy(out.get() + off, static_cast<const char*>(staged[static_cast<size_t>(j)]) + at, b);
+          if (b > 0) ops_.comm_copy(to + off, static_cast<const char*>(staged[static_cast<size_t>(j)]) + at, b);
           off += b;
         }
-        if (total > 0) ops_.comm_to_host(recv, out.get(), total * es);
+        if (total > 0 && !on_device) ops_.comm_to_host(recv, out.get(), total * es);
         ops_.comm_sync();
-      });
+      },
+      on_device);
+}
+
+void LocalComm::all_to_all_v_device(const char* op_name, const void* send, std::span<const int64_t> send_counts,
+                                    void* recv, std::span<const int64_t> recv_counts, size_t elem_size) {
+  all_to_all_impl("all_to_all", op_name, send, send_counts, recv, recv_counts, elem_size, nullptr, true);
 }
 
 void LocalComm::all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,

@@ -22,6 +22,9 @@
 //      for its stream and copies the result to the host buffer (comm_to_host);
 //   4. depart: it waits (until the timeout) for every member to finish reading, so that no
 //      staged buffer is freed while a peer reads it, and frees its own.
+// all_to_all_v_device (send and receive buffers in the device's memory): no staging; in step 1
+// the comm stream is ordered after the compute stream and synchronized, the member publishes
+// its send buffer itself, and in step 3 copies its blocks straight into its receive buffer.
 
 #include <atomic>
 #include <chrono>
@@ -61,6 +64,12 @@ class IntraDeviceOps {
   virtual void comm_add(float* dst, const float* src, int64_t n) const = 0;
   /// Returns when everything issued on the comm stream has finished.
   virtual void comm_sync() const = 0;
+  /// Orders the comm stream after the work issued so far on the device's compute stream (on a
+  /// GPU an event recorded there and cudaStreamWaitEvent; does not wait: a comm_sync after it
+  /// returns once that work is done). The host stand-in: nothing (its work is done on return).
+  /// Used before a collective reads device buffers that the compute stream wrote
+  /// (Collectives::all_to_all_v_device).
+  virtual void comm_wait_compute() const = 0;
 };
 
 /// Host memory standing in for a device: new[] / delete[], memcpy, a CPU loop.
@@ -112,6 +121,10 @@ class LocalComm final : public Collectives {
   /// As ProcessGroup::all_to_all_v: the split check (its own sequence number), then the blocks.
   void all_to_all_v(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
                     std::span<const int64_t> recv_counts, size_t elem_size) override;
+  /// As all_to_all_v on device memory of `ops` (no staging: the peers copy their blocks out of
+  /// `send` itself; Collectives::all_to_all_v_device).
+  void all_to_all_v_device(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
+                           std::span<const int64_t> recv_counts, size_t elem_size) override;
   void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                     size_t elem_size) override;
   /// In place; the sum in member order (((b0 + b1) + b2) ...) on the device.
@@ -143,10 +156,11 @@ class LocalComm final : public Collectives {
   };
   /// Steps 1-4 above for one collective `kind` / `op_name`: `send` (send_bytes, host) is
   /// staged and published with `counts`; `move(staged, counts)` runs between arrival and
-  /// departure with every member's staged buffer and counts.
+  /// departure with every member's staged buffer and counts. `on_device`: `send` is device
+  /// memory of ops_, published as it is (after comm_wait_compute + comm_sync), not staged.
   using Move = std::function<void(const std::vector<const void*>& staged, const std::vector<std::vector<int64_t>>& counts)>;
   void run(const char* kind, const char* op_name, Meta meta, const void* send, int64_t send_bytes,
-           std::vector<int64_t> counts, const Move& move);
+           std::vector<int64_t> counts, const Move& move, bool on_device = false);
   /// Waits (lock held) until `done` or the deadline or a closed group; throws CollectiveError.
   void wait(std::unique_lock<std::mutex>& lock, LocalGroup::Round& round, bool arrival, const char* kind,
             const char* op_name, uint64_t seq, std::chrono::steady_clock::time_point deadline);
@@ -154,8 +168,10 @@ class LocalComm final : public Collectives {
   /// then find_split_mismatch; throws SplitMismatchError (the Gloo text) on every member.
   void split_check(const char* kind, const char* op_name, std::span<const int64_t> send_counts,
                    std::span<const int64_t> recv_counts);
+  /// `on_device`: send and recv are device memory of ops_ (all_to_all_v_device).
   void all_to_all_impl(const char* kind, const char* op_name, const void* send, std::span<const int64_t> send_counts,
-                       void* recv, std::span<const int64_t> recv_counts, size_t elem_size, const char* dtype);
+                       void* recv, std::span<const int64_t> recv_counts, size_t elem_size, const char* dtype,
+                       bool on_device = false);
   void all_gather_impl(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                        size_t elem_size, const char* dtype, bool record_split_check);
   int size() const { return static_cast<int>(group_->members().size()); }

@@ -107,12 +107,14 @@ void CudaRankDevice::comm_free(void* p) const noexcept {
 
 void CudaRankDevice::comm_to_device(void* dst, const void* src, int64_t bytes) const {
   if (bytes <= 0) return;
+  count_copy(true, bytes);
   check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, comm_stream_),
         "cudaMemcpyAsync host to device (comm stream)");
 }
 
 void CudaRankDevice::comm_to_host(void* dst, const void* src, int64_t bytes) const {
   if (bytes <= 0) return;
+  count_copy(false, bytes);
   check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, comm_stream_),
         "cudaMemcpyAsync device to host (comm stream)");
   check(cudaStreamSynchronize(comm_stream_), "cudaStreamSynchronize (comm stream)");
@@ -129,6 +131,15 @@ void CudaRankDevice::comm_add(float* dst, const float* src, int64_t n) const {
 }
 
 void CudaRankDevice::comm_sync() const { check(cudaStreamSynchronize(comm_stream_), "cudaStreamSynchronize (comm stream)"); }
+
+void CudaRankDevice::comm_wait_compute() const {
+  cudaEvent_t ready = nullptr;
+  check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreateWithFlags (comm after compute)");
+  cudaError_t e = cudaEventRecord(ready, stream_);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(comm_stream_, ready, 0);
+  cudaEventDestroy(ready);  // released once it completed; the wait is already enqueued
+  check(e, "ordering the comm stream after the compute stream");
+}
 
 std::string CudaRankDevice::name() const {
   const auto& names = profiler::cuda_devices().names;
@@ -153,11 +164,13 @@ std::unique_ptr<DeviceAllocator> CudaRankDevice::make_allocator(AllocatorConfig 
 
 void CudaRankDevice::to_device(void* dst, const void* src, int64_t bytes) const {
   if (bytes <= 0) return;
+  count_copy(true, bytes);
   check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync host to device");
 }
 
 void CudaRankDevice::to_host(void* dst, const void* src, int64_t bytes) const {
   if (bytes <= 0) return;
+  count_copy(false, bytes);
   check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync device to host");
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
@@ -171,6 +184,7 @@ void CudaRankDevice::copy_on_device(void* dst, const void* src, int64_t bytes) c
 void CudaRankDevice::copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes,
                              int64_t rows, CopyKind kind) const {
   if (rows <= 0 || width_bytes <= 0) return;
+  if (kind != CopyKind::device_to_device) count_copy(kind == CopyKind::host_to_device, width_bytes * rows);
   const cudaMemcpyKind k = kind == CopyKind::host_to_device   ? cudaMemcpyHostToDevice
                            : kind == CopyKind::device_to_host ? cudaMemcpyDeviceToHost
                                                               : cudaMemcpyDeviceToDevice;
@@ -179,6 +193,11 @@ void CudaRankDevice::copy_2d(void* dst, int64_t dst_pitch, const void* src, int6
                           static_cast<size_t>(width_bytes), static_cast<size_t>(rows), k, stream_),
         "cudaMemcpy2DAsync");
   if (kind == CopyKind::device_to_host) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaRankDevice::scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                                   int64_t dst_stride, float s) const {
+  cuda::scale_copy_2d_cuda(rows, width, src, src_stride, dst, dst_stride, s, stream_);
 }
 
 namespace {
@@ -432,7 +451,7 @@ namespace {
 
 class NcclCollectives final : public Collectives {
  public:
-  explicit NcclCollectives(NcclComm& comm) : comm_(comm) {
+  NcclCollectives(NcclComm& comm, const IntraDeviceOps* device) : comm_(comm), device_(device) {
     check(cudaSetDevice(comm.device()), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   }
@@ -456,6 +475,19 @@ class NcclCollectives final : public Collectives {
     const int64_t rb = total(recv_counts) * static_cast<int64_t>(elem_size);
     stage_in(send, sb, rb);
     finish(comm_.all_to_all_v(op_name, copy_, send_.data(), send_counts, recv_.data(), recv_counts, elem_size), recv, rb);
+  }
+  void all_to_all_v_device(const char* op_name, const void* send, std::span<const int64_t> send_counts, void* recv,
+                           std::span<const int64_t> recv_counts, size_t elem_size) override {
+    if (!device_)
+      throw std::logic_error(fmt::format("all_to_all '{}' on device buffers: the NCCL collectives of group {} were made "
+                                         "without the rank's device",
+                                         op_name, comm_.name()));
+    check(cudaSetDevice(comm_.device()), "cudaSetDevice");  // the calling thread may be the comm worker
+    // the send buffer was written on the rank's compute stream: wait for that work (the
+    // collective is then ordered after copy_, which has nothing queued)
+    device_->comm_wait_compute();
+    device_->comm_sync();
+    comm_.all_to_all_v(op_name, copy_, send, send_counts, recv, recv_counts, elem_size).synchronize();
   }
   void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                     size_t elem_size) override {
@@ -522,12 +554,15 @@ class NcclCollectives final : public Collectives {
   }
 
   NcclComm& comm_;
+  const IntraDeviceOps* device_ = nullptr;
   cudaStream_t copy_ = nullptr;
   cuda::DeviceArray<char> send_, recv_;
 };
 
 }  // namespace
 
-std::unique_ptr<Collectives> nccl_collectives(NcclComm& comm) { return std::make_unique<NcclCollectives>(comm); }
+std::unique_ptr<Collectives> nccl_collectives(NcclComm& comm, const IntraDeviceOps* device) {
+  return std::make_unique<NcclCollectives>(comm, device);
+}
 
 }  // namespace embedscope::engine::detail

@@ -103,6 +103,9 @@ class CudaRankDevice final : public RankDevice {
   /// DeviceToDevice by `kind`); device_to_host then waits for the stream (cudaStreamSynchronize).
   void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes, int64_t rows,
                CopyKind kind) const override;
+  /// scale_copy_2d_cuda on the compute stream; does not wait.
+  void scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                     float s) const override;
   /// tbe_forward of A (its prepared rows x r plan) into p, then low_rank_project_cuda into out;
   /// on the compute stream, does not wait.
   void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
@@ -136,6 +139,8 @@ class CudaRankDevice final : public RankDevice {
   void comm_add(float* dst, const float* src, int64_t n) const override;
   /// cudaStreamSynchronize(comm stream).
   void comm_sync() const override;
+  /// An event recorded on the compute stream, cudaStreamWaitEvent on the comm stream.
+  void comm_wait_compute() const override;
 
  private:
   int device_;
@@ -154,6 +159,10 @@ class CudaRankDevice final : public RankDevice {
 /// a device staging buffer (outside the rank's allocator), runs the collective on the
 /// communicator's comm stream after the copy (an event orders them), waits for it and copies
 /// the result back. fp32 qcomms only (the spec refuses others on the cuda backend).
-std::unique_ptr<Collectives> nccl_collectives(NcclComm& comm);
+/// all_to_all_v_device: no staging; ncclSend / ncclRecv on the rank's device pointers, after the
+/// work `device` (the rank's device, outliving the result) issued so far on its compute stream
+/// (comm_wait_compute + comm_sync on the comm worker's thread). `device` null: that variant
+/// throws std::logic_error.
+std::unique_ptr<Collectives> nccl_collectives(NcclComm& comm, const IntraDeviceOps* device = nullptr);
 
 }  // namespace embedscope::engine::detail

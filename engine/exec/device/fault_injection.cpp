@@ -104,6 +104,10 @@ class FaultyDevice final : public RankDevice {
                CopyKind kind) const override {
     in_->copy_2d(dst, dst_pitch, src, src_pitch, width_bytes, rows, kind);
   }
+  void scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                     float s) const override {
+    in_->scale_copy_2d(rows, width, src, src_stride, dst, dst_stride, s);
+  }
   void* pin_host(void* host, int64_t bytes, const std::string& what) const override {
     return in_->pin_host(host, bytes, what);
   }
@@ -139,6 +143,8 @@ class FaultyDevice final : public RankDevice {
     maybe_fail("comm_sync");
     in_->comm_sync();
   }
+  void comm_wait_compute() const override { in_->comm_wait_compute(); }
+  CopyTotals copies() const override { return in_->copies(); }
 
  private:
   // The rank's device is used by its worker and its comm worker: count calls atomically.

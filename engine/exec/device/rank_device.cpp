@@ -10,6 +10,7 @@
 #include "embedscope/engine/kernels/low_rank.h"
 #include "embedscope/engine/kernels/row_copy.h"
 #include "embedscope/engine/kernels/sparse_grad_core.h"
+#include "embedscope/engine/kernels/dist_pack_core.h"
 
 namespace embedscope::engine::detail {
 
@@ -36,10 +37,12 @@ class HostRankDevice final : public RankDevice {
   void comm_free(void* p) const noexcept override { comm_->comm_free(p); }
   void comm_to_device(void* dst, const void* src, int64_t bytes) const override {
     check_bound("comm_to_device");
+    count_copy(true, bytes);
     comm_->comm_to_device(dst, src, bytes);
   }
   void comm_to_host(void* dst, const void* src, int64_t bytes) const override {
     check_bound("comm_to_host");
+    count_copy(false, bytes);
     comm_->comm_to_host(dst, src, bytes);
   }
   void comm_copy(void* dst, const void* src, int64_t bytes) const override {
@@ -53,6 +56,7 @@ class HostRankDevice final : public RankDevice {
   void comm_sync() const override {
     check_bound("comm_sync");
   }
+  void comm_wait_compute() const override { check_bound("comm_wait_compute"); }
   std::string name() const override { return "host memory (emulated device " + std::to_string(device_) + ")"; }
   void bind_thread() const override { tl_bound_device = device_; }
   std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const override {
@@ -60,10 +64,12 @@ class HostRankDevice final : public RankDevice {
   }
   void to_device(void* dst, const void* src, int64_t bytes) const override {
     check_bound("to_device");
+    count_copy(true, bytes);
     copy(dst, src, bytes);
   }
   void to_host(void* dst, const void* src, int64_t bytes) const override {
     check_bound("to_host");
+    count_copy(false, bytes);
     copy(dst, src, bytes);
   }
   void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
@@ -157,6 +163,7 @@ class HostRankDevice final : public RankDevice {
   }
   double bce_loss(int64_t B, const float* logits, const float* labels, float* dlogits) const override {
     check_bound("bce_loss");
+    count_copy(false, static_cast<int64_t>(sizeof(double)));  // the loss back, as the GPU's
     return engine::bce_with_logits(B, logits, labels, dlogits);
   }
   void sgd_step(int64_t n, float lr, const float* grad, float* params) const override {
@@ -173,14 +180,20 @@ class HostRankDevice final : public RankDevice {
   }
   void copy_on_device(void* dst, const void* src, int64_t bytes) const override { copy(dst, src, bytes); }
   void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes, int64_t rows,
-               CopyKind) const override {
+               CopyKind kind) const override {
     check_bound("copy_2d");
     if (rows <= 0 || width_bytes <= 0) return;
+    if (kind != CopyKind::device_to_device) count_copy(kind == CopyKind::host_to_device, width_bytes * rows);
     if (dst_pitch < width_bytes || src_pitch < width_bytes)
       throw std::invalid_argument("copy_2d: a pitch below the width (" + std::to_string(width_bytes) + " B)");
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
                   static_cast<size_t>(width_bytes));
+  }
+  void scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                     float s) const override {
+    check_bound("scale_copy_2d");
+    dist_pack_core::scale_copy_2d(rows, width, src, src_stride, dst, dst_stride, s);
   }
   // host memory is the device's: nothing to pin, the rows copied by the CPU reference
   void* pin_host(void* host, int64_t, const std::string&) const override { return host; }
@@ -298,12 +311,14 @@ class CopyCounter {
  private:
   std::atomic<int64_t> h2d_{0}, d2h_{0}, h2d_bytes_{0}, d2h_bytes_{0};
 };
-CopyCounter g_dense_copies, g_sparse_grad_copies;
+CopyCounter g_dense_copies, g_sparse_grad_copies, g_step_copies;
 }  // namespace
 
 void add_dense_copies(const DenseCopyTotals& step) { g_dense_copies.add(step); }
 DenseCopyTotals dense_copy_totals() { return g_dense_copies.totals(); }
 void add_sparse_grad_copies(const SparseGradCopyTotals& c) { g_sparse_grad_copies.add(c); }
 SparseGradCopyTotals sparse_grad_copy_totals() { return g_sparse_grad_copies.totals(); }
+void add_step_copies(const CopyTotals& step) { g_step_copies.add(step); }
+CopyTotals step_copy_totals() { return g_step_copies.totals(); }
 
 }  // namespace embedscope::engine::detail

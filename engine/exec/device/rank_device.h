@@ -7,6 +7,7 @@
 // (host_rank_device: TrainerOptions::emulate_device, so the device path is tested without a
 // GPU). Internal to the engine.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,10 +38,27 @@ struct EncodedShardView {
   const StochasticRoundingKey* sr = nullptr;
 };
 
+/// Host<->device copies and their bytes, counted by kind (the two totals below).
+struct CopyTotals {
+  int64_t host_to_device = 0;        ///< copies
+  int64_t device_to_host = 0;        ///< copies
+  int64_t host_to_device_bytes = 0;  ///< bytes
+  int64_t device_to_host_bytes = 0;  ///< bytes
+};
+
 /// The intra-device communicator's copies and reduction (IntraDeviceOps, comm/local/local_comm.h)
 /// are part of every device: collectives between ranks placed on one device run on them.
 class RankDevice : public IntraDeviceOps {
  public:
+  /// Every host<->device copy made through this device so far, with its bytes: to_device,
+  /// to_host, copy_2d across host and device, comm_to_device / comm_to_host (the intra-device
+  /// communicator's staging of host buffers) and bce_loss's loss (8 bytes); calls of 0 bytes not
+  /// counted. Thread-safe (the rank's thread and its comm worker both copy). NCCL's staging
+  /// (nccl_collectives) does not go through the device and is not counted. Rank::main adds a
+  /// measured step's increase to step_copy_totals().
+  virtual CopyTotals copies() const {
+    return {h2d_.load(), d2h_.load(), h2d_bytes_.load(), d2h_bytes_.load()};
+  }
   ~RankDevice() override = default;
   /// What the session's ranks table shows, e.g. "NVIDIA H200 (cuda:0)".
   virtual std::string name() const = 0;
@@ -149,6 +167,14 @@ class RankDevice : public IntraDeviceOps {
   /// columns and gather their gradients out.
   virtual void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes,
                        int64_t rows, CopyKind kind) const = 0;
+  /// dist_pack_core::scale_copy_2d (kernels/dist_pack_core.h) on device memory: `rows` rows of
+  /// `width` floats, dst[r * dst_stride + c] = src[r * src_stride + c] * s (strides in floats).
+  /// The packing of the table_wise / column_wise gradient dist on the device (the 1 / W of the
+  /// global-batch mean fused in; sharding/pooled_all_to_all.cpp). On a GPU scale_copy_2d_cuda on
+  /// the compute stream, asynchronous, as lookup; the stand-in: the core's host loop. Throws
+  /// std::invalid_argument for a negative size or a stride below width.
+  virtual void scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                             int64_t dst_stride, float s) const = 0;
   /// low_rank_pooled_lookup (kernels/low_rank.h) of a factorized shard on device memory: A
   /// (rows x r) looked up into p (n_bags x r: the scaled sums of A rows; the shard's prepared
   /// rows x r plan), then out = p B (B: r x dim; out: n_bags x dim). On a GPU tbe_forward and
@@ -177,6 +203,17 @@ class RankDevice : public IntraDeviceOps {
   /// read host memory it wrote). Throws what copy_rows throws.
   virtual void copy_rows(int64_t n, int64_t dim, const float* src, const float* src_alt, const int64_t* src_rows,
                          float* dst, float* dst_alt, const int64_t* dst_rows, bool wait) const = 0;
+
+ protected:
+  /// Counts one copy of `bytes` (> 0) host to device (to_device) or back (copies()).
+  void count_copy(bool to_device, int64_t bytes) const {
+    if (bytes <= 0) return;
+    (to_device ? h2d_ : d2h_).fetch_add(1);
+    (to_device ? h2d_bytes_ : d2h_bytes_).fetch_add(bytes);
+  }
+
+ private:
+  mutable std::atomic<int64_t> h2d_{0}, d2h_{0}, h2d_bytes_{0}, d2h_bytes_{0};
 };
 
 /// The HostCacheDevice (model/host_cache.h) of a rank's device: its to_device / to_host /
@@ -214,13 +251,6 @@ struct StepSyncCallTotals {
 void add_step_sync_calls(bool measured, int64_t calls);
 StepSyncCallTotals step_sync_call_totals();
 
-/// Host<->device copies and their bytes, counted by kind (the two totals below).
-struct CopyTotals {
-  int64_t host_to_device = 0;        ///< copies
-  int64_t device_to_host = 0;        ///< copies
-  int64_t host_to_device_bytes = 0;  ///< bytes
-  int64_t device_to_host_bytes = 0;  ///< bytes
-};
 /// The host<->device copies a resident dense part (model/dense_device.h) made in the measured
 /// steps of this process's runs, over every rank (counted by the rank's DenseDevice,
 /// exec/threaded/rank_dense_device.h: each copy / copy_2d call across host and device is one;
@@ -241,5 +271,15 @@ SparseGradCopyTotals sparse_grad_copy_totals();
 /// Adds one rank's measured step's copies (Rank::main, after each measured step).
 void add_dense_copies(const DenseCopyTotals& step);
 DenseCopyTotals dense_copy_totals();
+
+/// Every host<->device copy the ranks' devices made (RankDevice::copies: the lookups' ids and
+/// rows, the output / gradient dists, the dense part, the embedding update, the intra-device
+/// communicator's staging) in the measured steps of this process's runs, over every rank.
+/// Process-wide running totals (a test reads them before and after a run); Rank::main adds each
+/// measured step's increase of its device's copies(). Issue 14: the table_wise / column_wise
+/// dists on the device remove the looked-up rows' copies back, the pooled embeddings' copies in,
+/// their gradients' copies out, the gradients' copies in and the communicator's staging.
+void add_step_copies(const CopyTotals& step);
+CopyTotals step_copy_totals();
 
 }  // namespace embedscope::engine::detail

@@ -26,7 +26,7 @@ std::unique_ptr<DeviceAllocator> Rank::make_allocator(Shared& sh, int rank) {
 }
 
 void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
-                        DeviceBuffer<float>& out, DeviceBuffer<float>* pre, const int64_t* pre_ids) {
+                        DeviceBuffer<float>& out, DeviceBuffer<float>* pre, const int64_t* pre_ids, bool rows_to_host) {
   if (gpu_) {  // the bags' ids, offsets (rebased to 0) and scales to the GPU, the pooled rows back
     const int64_t base = off[0], n_ids = off[n_bags] - off[0];
     auto d_ids = buf<int64_t>("kjt", static_cast<size_t>(n_ids));
@@ -61,7 +61,7 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
       gpu_->low_rank_lookup(weights, ls.s.num_rows, ls.low_rank_dim, ls.factor_b.device_data(), ls.s.num_cols,
                             d_ids.device_data(), d_off.device_data(), n_bags, scale ? d_scale.device_data() : nullptr,
                             d_p.device_data(), out.device_data());
-      gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
+      if (rows_to_host) gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
       return;
     }
     if (ls.data_type != TableDataType::fp32)  // reduced precision (device placement only: validate)
@@ -70,7 +70,7 @@ void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, 
     else
       gpu_->lookup(weights, ls.s.num_rows, ls.s.num_cols, d_ids.device_data(), d_off.device_data(), n_bags,
                    scale ? d_scale.device_data() : nullptr, out.device_data());
-    gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
+    if (rows_to_host) gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
     return;
   }
   if (ls.host) {  // the distinct rows fetched (or found in the cache) into a device buffer, looked up there
@@ -279,7 +279,7 @@ void Rank::setup() {
   // members all share one GPU: the intra-device communicator below)
   auto nccl = [&](const std::vector<NcclComm*>& of_rank) -> std::unique_ptr<Collectives> {
     NcclComm* c = of_rank.empty() ? nullptr : of_rank[static_cast<size_t>(me_)];
-    return c ? detail::nccl_collectives(*c) : nullptr;
+    return c ? detail::nccl_collectives(*c, gpu_) : nullptr;
   };
   world_ = nccl(sh_.nccl_world);
   if (any_twrw) {
@@ -343,7 +343,7 @@ void Rank::setup() {
           throw std::logic_error(fmt::format("group {}: rank {} leads GPU {} but the cuda executor made no NCCL "
                                              "communicator of the group's leaders", name, me_,
                                              shape.device_id[static_cast<size_t>(d)]));
-        cross = detail::nccl_collectives(*c);
+        cross = detail::nccl_collectives(*c, gpu_);
       }
 #endif
       if (!cross) cross = std::make_unique<GlooCollectives>(gloo(name + "/leaders", leaders, d));
@@ -356,7 +356,7 @@ void Rank::setup() {
       arrivals = slot;
     }
     auto h = std::make_unique<detail::HierComm>(name, members, group_rank, std::move(shape), std::move(local),
-                                                std::move(cross), timeout, std::move(arrivals));
+                                                std::move(cross), timeout, std::move(arrivals), gpu_);
     if (name == "world" && sh_.opt.vanish.rank == me_) h->vanish_at(sh_.opt.vanish.sequence);
     return h;
   };
@@ -572,6 +572,7 @@ void Rank::main() {
   // the device-synchronizing calls each step's device ops made (detail::add_step_sync_calls)
   int64_t sync_calls_seen = gpu_ ? gpu_->sync_calls().total() : 0;
   detail::DenseCopyTotals dense_copies_seen = dense_device_ ? dense_device_->counted() : detail::DenseCopyTotals{};
+  detail::CopyTotals copies_seen = gpu_ ? gpu_->copies() : detail::CopyTotals{};
   for (int64_t it = 0; it < total; ++it) {
     if (it == sh_.spec.warmup_steps) {
       summary = {};
@@ -596,6 +597,14 @@ void Rank::main() {
                                   now.host_to_device_bytes - dense_copies_seen.host_to_device_bytes,
                                   now.device_to_host_bytes - dense_copies_seen.device_to_host_bytes});
       dense_copies_seen = now;
+    }
+    if (gpu_) {  // every host<->device copy of the step (detail::step_copy_totals)
+      const detail::CopyTotals now = gpu_->copies();
+      if (it >= sh_.spec.warmup_steps)
+        detail::add_step_copies({now.host_to_device - copies_seen.host_to_device, now.device_to_host - copies_seen.device_to_host,
+                                 now.host_to_device_bytes - copies_seen.host_to_device_bytes,
+                                 now.device_to_host_bytes - copies_seen.device_to_host_bytes});
+      copies_seen = now;
     }
     const int64_t t1 = sh_.tracer.now_ns();
     const int64_t dt = t1 - t0;

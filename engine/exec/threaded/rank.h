@@ -201,6 +201,7 @@ struct Inflight : sharding::ModuleBatch {
   std::vector<std::vector<float>> slot_scale;  // per-bag scale used forward and backward
   bool looked_up = false;         // lookup() ran (semi_sync's batch ahead at a step's end)
   bool output_done = false;       // finish_output_dist ran: `pooled` is final (a second call does nothing)
+  std::vector<uint8_t> pooled_dev;  // per feature: pooled[f] is final in device memory (finish_output_dist)
   bool trained = false;           // its dense_optimizer ran: the batch is done
   int64_t seen_in = -1;           // the last iteration whose phases touched it
   // the buffers go back to the allocator in the order they always did: the output dist's, the
@@ -402,8 +403,35 @@ class Rank final : public sharding::RankContext {
   void replica_update(int table, int64_t iteration, const SparseGrad& g) override;
   std::pair<SparseGrad, SparseGrad> factor_grads(int table, int shard_index, const SparseGrad& g) override;
   void factor_update(int table, int shard_index, int64_t iteration, const SparseGrad& da, const SparseGrad& db) override;
+  bool dist_on_device() const override {
+    return gpu_ != nullptr && sh_.opt.device_dist && dense_.resident() && !sh_.opt.on_pooled &&
+           sh_.spec.qcomms.forward_precision == CommPrecision::fp32 &&
+           sh_.spec.qcomms.backward_precision == CommPrecision::fp32;
+  }
+  bool slot_grad_on_device(size_t local_slot) const override;
+  void device_copy(void* dst, const void* src, int64_t bytes) override { device_or_throw().copy_on_device(dst, src, bytes); }
+  void device_copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes,
+                      int64_t rows) override {
+    device_or_throw().copy_2d(dst, dst_pitch, src, src_pitch, width_bytes, rows,
+                              detail::RankDevice::CopyKind::device_to_device);
+  }
+  void device_scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                            int64_t dst_stride, float s) override {
+    device_or_throw().scale_copy_2d(rows, width, src, src_stride, dst, dst_stride, s);
+  }
+  void device_to_host(void* dst, const void* src, int64_t bytes) override {
+    device_or_throw().to_host(dst, src, bytes);
+    if (measured_) detail::add_sparse_grad_copies({0, 1, 0, bytes});
+  }
+  /// Whether feature f's pooled embeddings and their gradients stay on the device
+  /// (dist_on_device and f is served by table_wise / column_wise slots: the pooled all-to-all's).
+  bool pooled_on_device(int f) const;
 
  private:
+  const detail::RankDevice& device_or_throw() const {
+    if (!gpu_) throw std::logic_error("a device copy on a rank without a device (the cpu backend)");
+    return *gpu_;
+  }
   template <class T>
   DeviceBuffer<T> buf(const char* tag, size_t n) {
     DeviceBuffer<T> b(&arena_, tag);
@@ -466,14 +494,16 @@ class Rank final : public sharding::RankContext {
   /// pooled_lookup of one local shard into `out` (n_bags x cols; ids indexed by `off`). A shard
   /// in host memory gathers the ids' rows itself (HostRowStore::gather), unless `gathered` (the
   /// rows one gather of the batch fetched for all the shard's slots, lookup(Inflight&)) is given
-  /// with `gathered_ids`: ids[off[0] + i]'s row in it, for i < off[n_bags] - off[0].
+  /// with `gathered_ids`: ids[off[0] + i]'s row in it, for i < off[n_bags] - off[0]. On a
+  /// device the rows are written to out's device memory and copied to its host copy unless
+  /// !rows_to_host (a table_wise / column_wise slot whose output dist runs on the device).
   void shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
                     DeviceBuffer<float>& out, DeviceBuffer<float>* gathered = nullptr,
-                    const int64_t* gathered_ids = nullptr);
-  /// lookup(table, shard, ...) with shard_lookup's `gathered` rows (nullptr: none).
+                    const int64_t* gathered_ids = nullptr, bool rows_to_host = true);
+  /// lookup(table, shard, ...) with shard_lookup's `gathered` rows (nullptr: none) and `rows_to_host`.
   void slot_lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags,
                    const float* scale, DeviceBuffer<float>& out, DeviceBuffer<float>* gathered,
-                   const int64_t* gathered_ids);
+                   const int64_t* gathered_ids, bool rows_to_host = true);
   /// apply_row_optimizer of one local shard.
   void shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g);
   /// On the device (gpu_): apply_row_optimizer of g's rows of a rows x cols table whose weights
@@ -492,9 +522,11 @@ class Rank final : public sharding::RankContext {
   /// scales and pooled-output gradients) packed into one buffer and copied to the device once,
   /// then RankDevice::accumulate_update (accumulation and row optimizer there) with the shard's
   /// count of distinct rows written to *d_count (device memory; the caller reads every shard's
-  /// count with one copy after the loop). Bit-equal to accumulate_sparse_grad per slot,
+  /// count with one copy after the loop). Slots whose gradients the gradient dist left on the
+  /// device (slot_grad_on_device) are copied there device to device: only ids, offsets and
+  /// scales cross. Bit-equal to accumulate_sparse_grad per slot,
   /// merge_sparse_grads and apply_row_optimizer.
-  void device_accumulate_update(LocalShard& ls, const std::vector<size_t>& ks, const Inflight& b, int64_t iteration,
+  void device_accumulate_update(LocalShard& ls, const std::vector<size_t>& ks, Inflight& b, int64_t iteration,
                                 int64_t* d_count);
   /// On the device: low_rank_backward of a factorized shard (RankDevice::low_rank_backward from
   /// A and B there); returns {dA, dB} on the host, as low_rank_backward does.

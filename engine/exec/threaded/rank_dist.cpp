@@ -104,6 +104,9 @@ void Rank::finish_output_dist(Inflight& b) {
   for (auto& f : b.queued) await(f);
   b.queued.clear();
   for (auto& j : b.output_jobs) j->finish(*this, b.pooled, b.batch.kjt.lengths);
+  // which features' pooled embeddings the jobs left in device memory (the layout they ran under)
+  b.pooled_dev.assign(b.pooled.size(), 0);
+  for (size_t f = 0; f < b.pooled.size(); ++f) b.pooled_dev[f] = pooled_on_device(static_cast<int>(f)) ? 1 : 0;
   for (auto& j : b.output_jobs) j.reset();  // the comm buffers go back to the allocator, in order
   b.output_jobs.clear();
   if (sh_.opt.on_pooled)

@@ -199,6 +199,24 @@ void Rank::mean_scales(Inflight& b) const {
   }
 }
 
+bool Rank::pooled_on_device(int f) const {
+  if (!dist_on_device()) return false;
+  for (const Slot& sl : L_.slots)
+    if (sl.feature == f) return detail::is_a2a(sl.type);  // a feature's slots share its table's type
+  return false;  // replicated (data_parallel): no slot
+}
+
+bool Rank::slot_grad_on_device(size_t local_slot) const {
+  if (!dist_on_device()) return false;
+  const Slot& sl = L_.slots[static_cast<size_t>(L_.slots_to[static_cast<size_t>(me_)].at(local_slot))];
+  for (const auto& ls : shards)
+    if (ls.table == sl.table && ls.s.row_offset == sl.s.row_offset && ls.s.col_offset == sl.s.col_offset)
+      return detail::is_a2a(sl.type) && accumulates_on_device(ls) &&
+             std::none_of(shardings_.begin(), shardings_.end(),
+                          [&](const auto& m) { return m->applies_shard_grads(L_, ls.table); });
+  return false;
+}
+
 size_t Rank::local_slot(int slot) const {
   const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
   for (size_t k = 0; k < mine.size(); ++k)
@@ -264,10 +282,12 @@ void Rank::lookup(Inflight& b) {
     const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
     b.slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
     auto g = gathered.find({sl.table, sl.shard});
+    // a table_wise / column_wise slot whose output dist packs on the device: its rows stay there
+    const bool rows_stay = dist_on_device() && detail::is_a2a(sl.type);
     slot_lookup(sl.table, sl.shard, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
                 b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k],
                 g == gathered.end() ? nullptr : &g->second.first,
-                g == gathered.end() ? nullptr : g->second.second.data() + gathered_at[k]);
+                g == gathered.end() ? nullptr : g->second.second.data() + gathered_at[k], !rows_stay);
     load_of(sl.table, sl.shard).bytes_in += static_cast<int64_t>(b.slot_ids[k].size() + b.slot_len[k].size()) * 8;
   }
   // what the modules look up outside the slots (replicated tables)
@@ -282,10 +302,10 @@ void Rank::lookup(int table, int shard_index, const int64_t* ids, const int64_t*
 
 void Rank::slot_lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags,
                        const float* scale, DeviceBuffer<float>& out, DeviceBuffer<float>* gathered,
-                       const int64_t* gathered_ids) {
+                       const int64_t* gathered_ids, bool rows_to_host) {
   LocalShard& ls = shard_of(table, shard_index);
   const int64_t t0 = sh_.tracer.now_ns();
-  shard_lookup(ls, ids, off, n_bags, scale, out, gathered, gathered_ids);
+  shard_lookup(ls, ids, off, n_bags, scale, out, gathered, gathered_ids, rows_to_host);
   auto& c = load_of(table, shard_index);
   c.lookup_ns += sh_.tracer.now_ns() - t0;
   const int64_t n_ids = off[n_bags] - off[0];

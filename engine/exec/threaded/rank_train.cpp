@@ -34,9 +34,18 @@ void Rank::dense_forward_backward(const Program& pr, const ProgramOp& op, Inflig
     if (dense_.resident()) act.release_host_copy();
     std::vector<const float*> pp(static_cast<size_t>(F));
     std::vector<float*> dp(static_cast<size_t>(F));
+    // features whose pooled embeddings the output dist left on the device (b.pooled_dev, as the
+    // layout was when it finished) are read there; those whose gradient dist packs on the device
+    // (pooled_on_device, the layout now: the same unless a live rebalance changed a table's type
+    // in between, which only the cpu backend runs today) get their gradients written there, not
+    // scaled here (the packing scales them by 1 / W)
+    std::vector<uint8_t> in_dev(static_cast<size_t>(F), 0), out_dev(static_cast<size_t>(F), 0);
     for (int f = 0; f < F; ++f) {
-      pp[static_cast<size_t>(f)] = b.pooled[static_cast<size_t>(f)].data();
-      dp[static_cast<size_t>(f)] = dpooled[static_cast<size_t>(f)].data();
+      const auto fu = static_cast<size_t>(f);
+      in_dev[fu] = dense_.resident() && fu < b.pooled_dev.size() && b.pooled_dev[fu] ? 1 : 0;
+      out_dev[fu] = dense_.resident() && pooled_on_device(f) ? 1 : 0;
+      pp[fu] = in_dev[fu] ? b.pooled[fu].device_data() : b.pooled[fu].data();
+      dp[fu] = out_dev[fu] ? dpooled[fu].device_data() : dpooled[fu].data();
     }
     // DDP: each bucket of dense gradients is all-reduced on the comm worker as soon as the
     // backward pass has produced it, under the rest of the backward pass
@@ -51,7 +60,7 @@ void Rank::dense_forward_backward(const Program& pr, const ProgramOp& op, Inflig
     const double loss =
         dense_.resident()
             ? dense_.forward_backward_resident(B, act.device_data(), b.batch.dense.data(), pp, b.batch.labels.data(), dp,
-                                               on_grads_ready)
+                                               on_grads_ready, in_dev, out_dev)
             : dense_.forward_backward(B, b.batch.dense.data(), pp, b.batch.labels.data(), dp, on_grads_ready);
     red_[0] = static_cast<float>(loss);
     red_[1] = sh_.opt.cancel && sh_.opt.cancel->load() ? 1.0f : 0.0f;
@@ -59,7 +68,8 @@ void Rank::dense_forward_backward(const Program& pr, const ProgramOp& op, Inflig
     // gradients of the global-batch mean loss
     const float inv_w = 1.0f / static_cast<float>(W);
     for (int f = 0; f < F; ++f)
-      for (size_t i = 0; i < dpooled[static_cast<size_t>(f)].size(); ++i) dpooled[static_cast<size_t>(f)][i] *= inv_w;
+      if (!out_dev[static_cast<size_t>(f)])
+        for (size_t i = 0; i < dpooled[static_cast<size_t>(f)].size(); ++i) dpooled[static_cast<size_t>(f)][i] *= inv_w;
   }
   b.pooled.clear();
   // what the grad dist ops write: per local slot, every rank's gradients of its bags
@@ -126,7 +136,7 @@ void Rank::backward_fused_optimizer(Inflight& b) {
   }
 }
 
-void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& ks, const Inflight& b,
+void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& ks, Inflight& b,
                                     int64_t iteration, int64_t* d_count) {
   const int64_t WB = static_cast<int64_t>(L_.world) * L_.B, cols = ls.s.num_cols;
   const auto P = static_cast<int64_t>(ks.size());
@@ -145,15 +155,20 @@ void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& k
                             ls.momentum2.device_data(), ls.s.num_rows, cols, none, d_count);
     return;
   }
-  // one buffer, one copy: ids (num_ids), offsets (bags + 1, from 0; int64), the gradients
-  // (bags x cols) and the scales (bags; 1 for a slot without, as the CPU's nullptr) as floats
+  // one buffer, one copy: ids (num_ids), offsets (bags + 1, from 0; int64), the scales (bags;
+  // 1 for a slot without, as the CPU's nullptr) and the gradients (bags x cols) as floats. The
+  // gradients of slots the gradient dist left on the device (slot_grad_on_device) are copied
+  // there device to device instead: then only the head (ids, offsets, scales) crosses.
   const int64_t floats = bags * cols + (scaled ? bags : 0);
   const int64_t words = num_ids + bags + 1 + (floats + 1) / 2;
   auto pack = buf<int64_t>("gradients", static_cast<size_t>(words));
   int64_t* ids = pack.data();
   int64_t* off = ids + num_ids;
-  auto* grad = reinterpret_cast<float*>(off + bags + 1);
-  float* scale = scaled ? grad + bags * cols : nullptr;
+  float* scale = scaled ? reinterpret_cast<float*>(off + bags + 1) : nullptr;
+  float* grad = reinterpret_cast<float*>(off + bags + 1) + (scaled ? bags : 0);
+  const int64_t grad_at = reinterpret_cast<char*>(grad) - reinterpret_cast<char*>(ids);  // bytes
+  bool grads_on_device = true;
+  for (const size_t k : ks) grads_on_device = grads_on_device && slot_grad_on_device(k);
   int64_t at = 0, bag = 0;
   off[0] = 0;
   for (const size_t k : ks) {
@@ -161,25 +176,37 @@ void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& k
     std::copy(b.slot_ids[k].data() + so[0], b.slot_ids[k].data() + so[WB], ids + at);
     for (int64_t i = 1; i <= WB; ++i) off[bag + i] = at + so[i] - so[0];
     at += so[WB] - so[0];
-    std::memcpy(grad + bag * cols, b.slot_grad[k].data(), static_cast<size_t>(WB * cols) * sizeof(float));
+    if (!grads_on_device)
+      std::memcpy(grad + bag * cols, b.slot_grad[k].data(), static_cast<size_t>(WB * cols) * sizeof(float));
     if (scaled) {
       if (b.slot_scale[k].empty()) std::fill_n(scale + bag, WB, 1.0f);
       else std::copy_n(b.slot_scale[k].data(), WB, scale + bag);
     }
     bag += WB;
   }
-  to_gpu(pack);
-  if (measured_) detail::add_sparse_grad_copies({1, 0, words * static_cast<int64_t>(sizeof(int64_t)), 0});
+  const int64_t crossing = grads_on_device ? grad_at : words * static_cast<int64_t>(sizeof(int64_t));
+  gpu_->to_device(pack.device_data(), pack.data(), crossing);
+  if (grads_on_device) {
+    auto* d_dst = reinterpret_cast<float*>(reinterpret_cast<char*>(pack.device_data()) + grad_at);
+    bag = 0;
+    for (const size_t k : ks) {
+      gpu_->copy_on_device(d_dst + bag * cols, b.slot_grad[k].device_data(),
+                           WB * cols * static_cast<int64_t>(sizeof(float)));
+      bag += WB;
+    }
+  }
+  if (measured_) detail::add_sparse_grad_copies({1, 0, crossing, 0});
   const int64_t* d_ids = pack.device_data();
   const int64_t* d_off = d_ids + num_ids;
-  const auto* d_grad = reinterpret_cast<const float*>(d_off + bags + 1);
+  const auto* d_scale = reinterpret_cast<const float*>(d_off + bags + 1);
+  const float* d_grad = d_scale + (scaled ? bags : 0);
   detail::RankDevice::SparseGradInput in;
   in.ids = d_ids;
   in.offsets = d_off;
   in.num_bags = bags;
   in.bags_per_part = WB;
   in.num_ids = num_ids;
-  in.scale = scaled ? d_grad + bags * cols : nullptr;
+  in.scale = scaled ? d_scale : nullptr;
   in.grad = d_grad;
   in.grad_stride = cols;
   gpu_->accumulate_update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),

@@ -83,7 +83,8 @@ HierRun run_hier(const std::vector<int>& device_of, HierKind kind, std::chrono::
           else
             cross = std::make_unique<LocalComm>(leader_group, d, *ops);
         }
-        c = std::make_unique<HierComm>("world", members, r, shape, std::move(local), std::move(cross), timeout, arrivals);
+        c = std::make_unique<HierComm>("world", members, r, shape, std::move(local), std::move(cross), timeout, arrivals,
+                                       ops.get());
       }
       c->set_observer(nullptr, [&out, r](embedscope::sessions::CollectiveRecord&& rec) {
         out.records[static_cast<size_t>(r)].push_back(std::move(rec));
@@ -169,7 +170,99 @@ void expect_no_errors(const HierRun& run) {
   for (size_t r = 0; r < run.errors.size(); ++r) EXPECT_EQ(run.errors[r], "") << "rank " << r;
 }
 
+// hier_script's all-to-all (uneven and zero counts: r sends (r + j) % 3 elements to j, element
+// k = 1000 r + 10 j + k), twice, on buffers of the stand-in's device memory (host_intra_device_ops:
+// comm_alloc) through all_to_all_v_device, or on host vectors through all_to_all_v.
+void a2a_device_script(Collectives& c, int r, int n, bool device) {
+  auto ops = detail::host_intra_device_ops();
+  for (int round = 0; round < 2; ++round) {
+    std::vector<int64_t> send, sc(static_cast<size_t>(n)), rc(static_cast<size_t>(n)), want;
+    for (int j = 0; j < n; ++j) {
+      sc[static_cast<size_t>(j)] = (r + j + round) % 3;
+      rc[static_cast<size_t>(j)] = (j + r + round) % 3;
+      for (int k = 0; k < (r + j + round) % 3; ++k) send.push_back(1000 * r + 10 * j + k);
+    }
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < (i + r + round) % 3; ++k) want.push_back(1000 * i + 10 * r + k);
+    std::vector<int64_t> recv(want.size(), -1);
+    if (device) {
+      const auto sb = static_cast<int64_t>(send.size() * 8), rb = static_cast<int64_t>(recv.size() * 8);
+      void* d_send = ops->comm_alloc(sb);
+      void* d_recv = ops->comm_alloc(rb);
+      ops->comm_to_device(d_send, send.data(), sb);
+      c.all_to_all_v_device("a2a", d_send, sc, d_recv, rc, sizeof(int64_t));
+      ops->comm_to_host(recv.data(), d_recv, rb);
+      ops->comm_free(d_send);
+      ops->comm_free(d_recv);
+    } else {
+      c.all_to_all_v("a2a", send.data(), sc, recv.data(), rc, sizeof(int64_t));
+    }
+    EXPECT_EQ(recv, want) << "round " << round << " on rank " << r;
+  }
+  EXPECT_EQ(c.counters().collectives, 4);
+}
+
 }  // namespace
+
+// Collectives::all_to_all_v_device through the hierarchical communicator (its parts'
+// all_to_all_v_device, the leader's buffers and reordering in device memory): the hand-computed
+// blocks on every layout (contiguous, interleaved, uneven devices, the cross part on Gloo or on
+// another transport), and the host variant's records and counters, which are the flat Gloo
+// group's.
+TEST(HierComm, DeviceBuffersGiveTheHostVariantsValuesRecordsAndCounters) {
+  const std::vector<std::vector<int>> layouts{{0, 0, 1, 1}, {0, 1, 0, 1}, {0, 0, 0, 1, 1}, {5, 5, 2}};
+  for (const auto& layout : layouts) {
+    SCOPED_TRACE(fmt::format("devices {}", fmt::join(layout, ",")));
+    const int n = static_cast<int>(layout.size());
+    const HierRun dev = run_hier(layout, HierKind::hier, 10s, [n](Collectives& c, int r) { a2a_device_script(c, r, n, true); });
+    const HierRun dev_local = run_hier(layout, HierKind::hier_local_cross, 10s,
+                                       [n](Collectives& c, int r) { a2a_device_script(c, r, n, true); });
+    const HierRun host = run_hier(layout, HierKind::hier, 10s, [n](Collectives& c, int r) { a2a_device_script(c, r, n, false); });
+    const HierRun flat = run_hier(layout, HierKind::flat_gloo, 10s,
+                                  [n](Collectives& c, int r) { a2a_device_script(c, r, n, false); });
+    for (const HierRun* run : {&dev, &dev_local, &host, &flat}) expect_no_errors(*run);
+    for (int r = 0; r < n; ++r) {
+      const auto& d = dev.records[static_cast<size_t>(r)];
+      ASSERT_EQ(d.size(), 4u);
+      for (const HierRun* other : {&dev_local, &host, &flat}) {
+        const auto& h = other->records[static_cast<size_t>(r)];
+        ASSERT_EQ(h.size(), d.size());
+        for (size_t i = 0; i < d.size(); ++i) {
+          SCOPED_TRACE(fmt::format("rank {} record {} ({} '{}')", r, i, h[i].op, h[i].name));
+          EXPECT_EQ(d[i].op, h[i].op);
+          EXPECT_EQ(d[i].name, h[i].name);
+          EXPECT_EQ(d[i].group, "world");
+          EXPECT_EQ(d[i].sequence, h[i].sequence);
+          EXPECT_EQ(d[i].bytes_sent, h[i].bytes_sent);
+          EXPECT_EQ(d[i].bytes_received, h[i].bytes_received);
+          EXPECT_EQ(d[i].send_elements, h[i].send_elements);
+          EXPECT_EQ(d[i].recv_elements, h[i].recv_elements);
+        }
+      }
+      EXPECT_EQ(d[0].name, "a2a/split_check");
+      EXPECT_EQ(d[1].op, "all_to_all");
+      // by hand, round 0: r sends (r + j) % 3 int64 to each j != r
+      int64_t sent = 0;
+      for (int j = 0; j < n; ++j)
+        if (j != r) sent += (r + j) % 3 * 8;
+      EXPECT_EQ(d[1].bytes_sent, sent);
+    }
+  }
+}
+
+// Without the rank's device the hierarchical communicator refuses device buffers, naming the group.
+TEST(HierComm, DeviceBuffersWithoutTheRanksDeviceAreRefused) {
+  const HierShape shape = detail::hier_shape(std::vector<int>{0});
+  HierComm c("world", {0}, 0, shape, nullptr, nullptr, 1s);
+  std::vector<int64_t> counts{0};
+  try {
+    c.all_to_all_v_device("output_dist/all_to_all", nullptr, counts, nullptr, counts, 4);
+    ADD_FAILURE() << "no error";
+  } catch (const std::logic_error& e) {
+    EXPECT_EQ(std::string(e.what()), "all_to_all 'output_dist/all_to_all' on device buffers: the hierarchical group world "
+                                     "was made without the rank's device");
+  }
+}
 
 TEST(HierShape, DevicesInOrderOfFirstMemberAndLeaders) {
   const std::vector<int> dev{1, 0, 1, 0, 2};

@@ -33,8 +33,10 @@ struct LocalRun {
 // Runs fn(comm) on `n` threads, one rank each, over a LocalGroup "world" (local = true) or a
 // Gloo ProcessGroup "world"; records every collective record; each rank's exception text.
 LocalRun run_group(int n, std::chrono::milliseconds timeout, bool local,
-                   const std::function<void(Collectives&, int rank)>& fn, FlightRecorder* flight0 = nullptr) {
-  auto ops = detail::host_intra_device_ops();
+                   const std::function<void(Collectives&, int rank)>& fn, FlightRecorder* flight0 = nullptr,
+                   const detail::IntraDeviceOps* device = nullptr) {
+  auto own_ops = detail::host_intra_device_ops();
+  const detail::IntraDeviceOps* ops = device ? device : own_ops.get();
   std::vector<int> members(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) members[static_cast<size_t>(i)] = i;
   auto group = std::make_shared<LocalGroup>("world", members, timeout);
@@ -100,7 +102,132 @@ void three_rank_script(Collectives& c, int r) {
   EXPECT_EQ(c.next_sequence(), 9u);
 }
 
+// Host memory standing in for a device (host_intra_device_ops) that counts the staging copies
+// and the orderings after the compute stream (all threads).
+class CountingOps final : public detail::IntraDeviceOps {
+ public:
+  void* comm_alloc(int64_t bytes) const override { return in_->comm_alloc(bytes); }
+  void comm_free(void* p) const noexcept override { in_->comm_free(p); }
+  void comm_to_device(void* dst, const void* src, int64_t bytes) const override {
+    ++to_device;
+    in_->comm_to_device(dst, src, bytes);
+  }
+  void comm_to_host(void* dst, const void* src, int64_t bytes) const override {
+    ++to_host;
+    in_->comm_to_host(dst, src, bytes);
+  }
+  void comm_copy(void* dst, const void* src, int64_t bytes) const override {
+    ++copies;
+    in_->comm_copy(dst, src, bytes);
+  }
+  void comm_add(float* dst, const float* src, int64_t n) const override { in_->comm_add(dst, src, n); }
+  void comm_sync() const override {}
+  void comm_wait_compute() const override { ++wait_compute; }
+  mutable std::atomic<int> to_device{0}, to_host{0}, copies{0}, wait_compute{0};
+
+ private:
+  std::unique_ptr<detail::IntraDeviceOps> in_ = detail::host_intra_device_ops();
+};
+
+// The all-to-all of three_rank_script (rank r sends j + 1 int64 of value 10 r + j to rank j),
+// then one in which rank 1 sends nothing (every count to and from it 0; its send buffer empty),
+// on host buffers or on "device" buffers of `ops` (all_to_all_v_device), checked by hand.
+void a2a_script(Collectives& c, int r, const detail::IntraDeviceOps* device) {
+  std::vector<int64_t> send, sc(3), rc(3, r + 1);
+  for (int j = 0; j < 3; ++j) {
+    sc[static_cast<size_t>(j)] = j + 1;
+    for (int k = 0; k <= j; ++k) send.push_back(10 * r + j);
+  }
+  std::vector<int64_t> recv(static_cast<size_t>(3 * (r + 1)), -1);
+  // rank 1 out of the second all-to-all: the others exchange 2 elements each, 100 r + j
+  std::vector<int64_t> sc2(3, r == 1 ? 0 : 2), rc2(3, r == 1 ? 0 : 2), send2, recv2(r == 1 ? 0 : 4, -1);
+  sc2[1] = rc2[1] = 0;
+  if (r != 1)
+    for (int j : {0, 2}) send2.insert(send2.end(), 2, 100 * r + j);
+  if (device) {  // the same bytes in the device's memory, the results read back from there
+    auto put = [&](const std::vector<int64_t>& v) {
+      void* p = device->comm_alloc(static_cast<int64_t>(v.size() * 8));
+      if (!v.empty()) device->comm_to_device(p, v.data(), static_cast<int64_t>(v.size() * 8));
+      return static_cast<int64_t*>(p);
+    };
+    int64_t *d_send = put(send), *d_recv = put(recv), *d_send2 = put(send2), *d_recv2 = put(recv2);
+    c.all_to_all_v_device("a2a", d_send, sc, d_recv, rc, sizeof(int64_t));
+    c.all_to_all_v_device("a2a_without_1", d_send2, sc2, d_recv2, rc2, sizeof(int64_t));
+    device->comm_to_host(recv.data(), d_recv, static_cast<int64_t>(recv.size() * 8));
+    if (!recv2.empty()) device->comm_to_host(recv2.data(), d_recv2, static_cast<int64_t>(recv2.size() * 8));
+    for (int64_t* p : {d_send, d_recv, d_send2, d_recv2}) device->comm_free(p);
+  } else {
+    c.all_to_all_v("a2a", send.data(), sc, recv.data(), rc, sizeof(int64_t));
+    c.all_to_all_v("a2a_without_1", send2.data(), sc2, recv2.data(), rc2, sizeof(int64_t));
+  }
+  for (int s = 0; s < 3; ++s)
+    for (int k = 0; k <= r; ++k) EXPECT_EQ(recv[static_cast<size_t>(s * (r + 1) + k)], 10 * s + r) << "rank " << r;
+  if (r != 1) EXPECT_EQ(recv2, (std::vector<int64_t>{r, r, 200 + r, 200 + r})) << "rank " << r;
+  EXPECT_EQ(c.counters().collectives, 4);  // two split checks
+  EXPECT_EQ(c.next_sequence(), 5u);
+}
+
 }  // namespace
+
+// Collectives::all_to_all_v_device on the intra-device communicator: the hand-computed values,
+// the records (op, name, group, sequence, dtype, bytes, peers, per-peer elements) and byte
+// counters of the host variant and of Gloo, and no staging: each member publishes its send buffer
+// itself (after ordering its comm stream after the compute stream) and copies its blocks straight
+// into its receive buffer. Per rank and all-to-all the host variant stages twice (the split check's
+// counts and the send buffer: 2 copies in, 2 out); the device variant only the split check's
+// counts (1 in, 1 out) - the test's own uploads and read-backs (4 in, 1 or 2 out) aside.
+TEST(LocalComm, DeviceBuffersGiveTheHostVariantsValuesRecordsAndCountersWithoutStaging) {
+  CountingOps host_ops, dev_ops, gloo_ops;
+  const LocalRun host = run_group(3, 10s, true, [](Collectives& c, int r) { a2a_script(c, r, nullptr); }, nullptr, &host_ops);
+  const LocalRun dev = run_group(3, 10s, true, [&](Collectives& c, int r) { a2a_script(c, r, &dev_ops); }, nullptr, &dev_ops);
+  const LocalRun gloo = run_group(3, 10s, false, [&](Collectives& c, int r) { a2a_script(c, r, &gloo_ops); });
+  for (const LocalRun* run : {&host, &dev, &gloo})
+    for (const auto& e : run->errors) EXPECT_EQ(e, "");
+  for (int r = 0; r < 3; ++r) {
+    const auto& d = dev.records[static_cast<size_t>(r)];
+    ASSERT_EQ(d.size(), 4u);
+    for (const LocalRun* other : {&host, &gloo}) {
+      const auto& h = other->records[static_cast<size_t>(r)];
+      ASSERT_EQ(h.size(), d.size());
+      for (size_t i = 0; i < d.size(); ++i) {
+        SCOPED_TRACE(fmt::format("rank {} record {} ({} '{}')", r, i, h[i].op, h[i].name));
+        EXPECT_EQ(d[i].op, h[i].op);
+        EXPECT_EQ(d[i].name, h[i].name);
+        EXPECT_EQ(d[i].group, h[i].group);
+        EXPECT_EQ(d[i].sequence, h[i].sequence);
+        EXPECT_EQ(d[i].dtype, h[i].dtype);
+        EXPECT_EQ(d[i].bytes_sent, h[i].bytes_sent);
+        EXPECT_EQ(d[i].bytes_received, h[i].bytes_received);
+        EXPECT_EQ(d[i].peers, h[i].peers);
+        EXPECT_EQ(d[i].send_elements, h[i].send_elements);
+        EXPECT_EQ(d[i].recv_elements, h[i].recv_elements);
+      }
+    }
+    EXPECT_EQ(d[1].name, "a2a");
+    EXPECT_EQ(d[3].name, "a2a_without_1");
+  }
+  // by hand: rank 0 sends 2 + 3 int64 to the others (40 B) and receives 1 from each (16 B);
+  // in the second, 2 to rank 2 (16 B) and 2 from it
+  EXPECT_EQ(dev.records[0][1].bytes_sent, 40);
+  EXPECT_EQ(dev.records[0][1].bytes_received, 16);
+  EXPECT_EQ(dev.records[0][3].bytes_sent, 16);
+  EXPECT_EQ(dev.records[1][3].bytes_sent, 0);
+  EXPECT_EQ(dev.records[0][3].recv_elements, (std::vector<int64_t>{2, 0, 2}));
+  // staging: host 2 all-to-alls x 3 ranks x (split check + send buffer) in, and the same out, but
+  // rank 1's empty second send buffer and receive buffer (nothing staged, nothing read back)
+  EXPECT_EQ(host_ops.to_device.load(), 3 * 2 * 2 - 1);
+  EXPECT_EQ(host_ops.to_host.load(), 3 * 2 * 2 - 1);
+  EXPECT_EQ(host_ops.wait_compute.load(), 0);
+  // device: the split checks' counts only (6 in, 6 out), plus the test's own uploads (4 buffers
+  // a rank, rank 1's second pair empty: 10) and read-backs (2 a rank, rank 1's second empty: 5)
+  EXPECT_EQ(dev_ops.to_device.load(), 6 + 10);
+  EXPECT_EQ(dev_ops.to_host.load(), 6 + 5);
+  EXPECT_EQ(dev_ops.wait_compute.load(), 3 * 2);  // once per member and all-to-all
+  // the blocks: 3 per rank in the first, 2 per rank (not rank 1) in the second, plus the split
+  // checks' 3 blocks per rank and check, on both variants
+  EXPECT_EQ(dev_ops.copies.load(), 3 * 3 + 2 * 2 + 3 * 3 * 2);
+  EXPECT_EQ(host_ops.copies.load(), dev_ops.copies.load());
+}
 
 TEST(LocalComm, CollectivesGiveHandComputedValues) {
   const LocalRun run = run_group(3, 10s, true, three_rank_script);

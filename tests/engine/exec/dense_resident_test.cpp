@@ -173,11 +173,12 @@ std::vector<int64_t> resident_feature_dims(const es::WorkloadSpec& s) {
 }
 
 // The copies of the measured steps of a run on the stand-in (both ranks, all measured steps).
-esd::DenseCopyTotals measured_dense_copies(const es::WorkloadSpec& s) {
+esd::DenseCopyTotals measured_dense_copies(const es::WorkloadSpec& s, bool device_dist = true) {
   const esd::DenseCopyTotals before = esd::dense_copy_totals();
   es::TrainerOptions opt;
   opt.trace = false;
   opt.emulate_device = true;
+  opt.device_dist = device_dist;
   const es::RunResult r = es::run_training(s, es::plan_sharding(s), opt);
   EXPECT_EQ(r.ended, es::RunEnd::complete) << r.error;
   const esd::DenseCopyTotals after = esd::dense_copy_totals();
@@ -204,35 +205,54 @@ TEST(ResidentDense, DcnAndTheFixedProjectionAreNotResident) {
 }
 
 // Per rank and measured step, by hand. tiny (cat): F = 5 features (dims 4, 8, 6, 6, 12: 36
-// floats a sample), B = 8, 4 dense features, 777 parameters in one 25 MiB bucket. In: dense
-// features 128 B, labels 32 B, 5 pooled (2-D) 1,152 B, the averaged gradients 3,108 B = 8 copies,
-// 4,420 B; out: 5 d pooled 1,152 B, the loss 8 B, one bucket 3,108 B = 7 copies, 4,268 B. With a
-// 4-byte bucket cap the 6 tensors are 6 buckets: 12 copies out, the same bytes. 2 ranks x 3
-// measured steps. (The per-call path it replaces made 4 + 4 + 3 + 7 + 7 + 6 = 31 copies in and
-// 1 + 1 + 2 + 3 + 3 + 2 + 1 = 13 out, plus the SGD step's 2 in and 1 out, a rank and step.)
+// floats a sample), B = 8, 4 dense features, 777 parameters in one 25 MiB bucket. Every table is
+// table_wise, so (issue 14, devdist55) the output dist unpacks the pooled embeddings on the
+// device and the gradient dist packs their gradients there: in, dense features 128 B, labels
+// 32 B, the averaged gradients 3,108 B = 3 copies, 3,268 B; out: the loss 8 B, one bucket 3,108 B
+// = 2 copies, 3,116 B. With a 4-byte bucket cap the 6 tensors are 6 buckets: 7 copies out, the
+// same bytes. 2 ranks x 3 measured steps. With the dists staged through the host
+// (TrainerOptions::device_dist false, as before) also 5 pooled (2-D) 1,152 B in and 5 d pooled
+// 1,152 B out: 8 copies, 4,420 B in; 7, 4,268 B out (12 with the 6 buckets). (The per-call path
+// the resident part replaced made 4 + 4 + 3 + 7 + 7 + 6 = 31 copies in and 1 + 1 + 2 + 3 + 3 + 2
+// + 1 = 13 out, plus the SGD step's 2 in and 1 out, a rank and step.)
 TEST(ResidentDense, TinyCopiesPerMeasuredStepByHand) {
   es::WorkloadSpec s = resident_tiny();
   const esd::DenseCopyTotals c = measured_dense_copies(s);
-  EXPECT_EQ(c.host_to_device, 2 * 3 * 8);
-  EXPECT_EQ(c.device_to_host, 2 * 3 * 7);
-  EXPECT_EQ(c.host_to_device_bytes, 2 * 3 * 4'420);
-  EXPECT_EQ(c.device_to_host_bytes, 2 * 3 * 4'268);
+  EXPECT_EQ(c.host_to_device, 2 * 3 * 3);
+  EXPECT_EQ(c.device_to_host, 2 * 3 * 2);
+  EXPECT_EQ(c.host_to_device_bytes, 2 * 3 * 3'268);
+  EXPECT_EQ(c.device_to_host_bytes, 2 * 3 * 3'116);
+  const esd::DenseCopyTotals h = measured_dense_copies(s, false);
+  EXPECT_EQ(h.host_to_device, 2 * 3 * 8);
+  EXPECT_EQ(h.device_to_host, 2 * 3 * 7);
+  EXPECT_EQ(h.host_to_device_bytes, 2 * 3 * 4'420);
+  EXPECT_EQ(h.device_to_host_bytes, 2 * 3 * 4'268);
   s.dense->bucket_cap_bytes = 4;
   const esd::DenseCopyTotals b = measured_dense_copies(s);
-  EXPECT_EQ(b.host_to_device, 2 * 3 * 8);
-  EXPECT_EQ(b.device_to_host, 2 * 3 * 12);
-  EXPECT_EQ(b.device_to_host_bytes, 2 * 3 * 4'268);
+  EXPECT_EQ(b.host_to_device, 2 * 3 * 3);
+  EXPECT_EQ(b.device_to_host, 2 * 3 * 7);
+  EXPECT_EQ(b.device_to_host_bytes, 2 * 3 * 3'116);
+  const esd::DenseCopyTotals bh = measured_dense_copies(s, false);
+  EXPECT_EQ(bh.host_to_device, 2 * 3 * 8);
+  EXPECT_EQ(bh.device_to_host, 2 * 3 * 12);
+  EXPECT_EQ(bh.device_to_host_bytes, 2 * 3 * 4'268);
 }
 
 // criteo_kaggle (dot): F = 26 features of dim 16, B = 64, 13 dense features, 475,985 parameters
-// in one bucket. In: 3,328 + 256 + 26 x 4,096 + 1,903,940 = 2,014,020 B in 29 copies; out:
-// 26 x 4,096 + 8 + 1,903,940 = 2,010,444 B in 28 copies.
+// in one bucket, every table table_wise. In: 3,328 + 256 + 1,903,940 = 1,907,524 B in 3 copies;
+// out: 8 + 1,903,940 = 1,903,948 B in 2 copies. With the dists staged through the host (before
+// devdist55): also 26 x 4,096 B each way, 2,014,020 B in 29 copies in, 2,010,444 B in 28 out.
 TEST(ResidentDense, CriteoCopiesPerMeasuredStepByHand) {
   const esd::DenseCopyTotals c = measured_dense_copies(resident_criteo());
-  EXPECT_EQ(c.host_to_device, 2 * 3 * 29);
-  EXPECT_EQ(c.device_to_host, 2 * 3 * 28);
-  EXPECT_EQ(c.host_to_device_bytes, 2 * 3 * int64_t{2'014'020});
-  EXPECT_EQ(c.device_to_host_bytes, 2 * 3 * int64_t{2'010'444});
+  EXPECT_EQ(c.host_to_device, 2 * 3 * 3);
+  EXPECT_EQ(c.device_to_host, 2 * 3 * 2);
+  EXPECT_EQ(c.host_to_device_bytes, 2 * 3 * int64_t{1'907'524});
+  EXPECT_EQ(c.device_to_host_bytes, 2 * 3 * int64_t{1'903'948});
+  const esd::DenseCopyTotals h = measured_dense_copies(resident_criteo(), false);
+  EXPECT_EQ(h.host_to_device, 2 * 3 * 29);
+  EXPECT_EQ(h.device_to_host, 2 * 3 * 28);
+  EXPECT_EQ(h.host_to_device_bytes, 2 * 3 * int64_t{2'014'020});
+  EXPECT_EQ(h.device_to_host_bytes, 2 * 3 * int64_t{2'010'444});
 }
 
 // The cpu backend and the resident stand-in, bit for bit: losses, tables, dense parameters,

@@ -139,6 +139,13 @@ struct TrainerOptions {
   /// devices.memory_bytes of the ranks placed on one device must fit in it together, else the
   /// run is refused before it starts (SpecError with the per-device breakdown).
   int64_t emulated_device_bytes = 0;
+  /// Test hook, device path (cuda backend, emulate_device): false stages the table_wise /
+  /// column_wise output and gradient dists through host memory as before issue 14's device dist
+  /// (the looked-up rows copied back, packed on the host, the collective on host buffers, the
+  /// pooled embeddings and their gradients crossing per feature), so that a test measures the
+  /// copies both ways on one workload (detail::step_copy_totals). True: on the device where the
+  /// rank can (sharding::RankContext::dist_on_device).
+  bool device_dist = true;
   /// Simulated backend: the slow-network emulation of a cpu run (WorkloadSpec::network, which
   /// the simulated backend refuses in the spec: a modelled cluster's links are its profile's)
   /// as a floor under every member of every simulated collective, from the call's last

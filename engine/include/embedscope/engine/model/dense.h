@@ -200,11 +200,16 @@ class DenseModel {
   /// bce_loss). The gradients stay on the device: on_grads_ready(ready_from) is called as
   /// forward_backward's, and download_grads brings a range to grads(). The same operations in
   /// the same order as forward_backward, so on the host stand-in the results are bit-equal.
-  /// Throws std::logic_error when not resident.
+  /// `pooled_on_device` / `d_pooled_on_device` (empty: none; else one entry per feature): the
+  /// features whose pooled[f] / d_pooled[f] are device memory instead (issue 14: the table_wise
+  /// / column_wise dists on the device), copied device to device (not counted as crossing).
+  /// Throws std::logic_error when not resident, or for a flag span of another size than pooled.
   double forward_backward_resident(int64_t B, float* device_activations, const float* dense_x,
                                    std::span<const float* const> pooled, const float* labels,
                                    std::span<float* const> d_pooled,
-                                   const std::function<void(int64_t ready_from)>& on_grads_ready = {});
+                                   const std::function<void(int64_t ready_from)>& on_grads_ready = {},
+                                   std::span<const uint8_t> pooled_on_device = {},
+                                   std::span<const uint8_t> d_pooled_on_device = {});
   /// Resident: grads()[lo, hi) from the device (one device-to-host copy, waited for); call it
   /// once the range is final (on_grads_ready). Not resident: nothing (grads() is the host's).
   void download_grads(int64_t lo, int64_t hi);
