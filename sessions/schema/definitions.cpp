@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <system_error>
 #include <type_traits>
 
@@ -69,7 +70,90 @@ Col<CollectiveRecord> split_list(const char* name, const char* meaning) {
   };
   return c;
 }
+// A value as the message shows it: "text 'abc'", "NULL", "the real 2.5", "a blob of 4 bytes".
+std::string shown_value(sqlite3_stmt* st, int n) {
+  switch (sqlite3_column_type(st, n)) {
+    case SQLITE_NULL:
+      return "NULL";
+    case SQLITE_FLOAT:
+      return fmt::format("the real {}", sqlite3_column_double(st, n));
+    case SQLITE_BLOB:
+      return fmt::format("a blob of {} bytes", sqlite3_column_bytes(st, n));
+    case SQLITE_TEXT: {
+      const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(st, n));
+      std::string v = t ? t : "";
+      if (v.size() > 40) v = v.substr(0, 40) + "...";
+      return fmt::format("text '{}'", v);
+    }
+    default:
+      return std::to_string(sqlite3_column_int64(st, n));
+  }
+}
+
+// Steps and collectives end where they start or later.
+template <class R>
+std::string ends_before_start(const R& r) {
+  if (r.end_ns >= r.start_ns) return "";
+  int64_t d = 0;
+  if (__builtin_sub_overflow(r.end_ns, r.start_ns, &d))
+    return fmt::format("{} is before start_ns {}", r.end_ns, r.start_ns);
+  return fmt::format("{} is before start_ns {} (a duration of {} ns)", r.end_ns, r.start_ns, d);
+}
 }  // namespace
+
+std::string value_problem(sqlite3_stmt* st, int n, SqlType type, const ValueRule& rule, const ReadContext& ctx) {
+  if (value_ok(st, n, type, rule, ctx)) return "";
+  const int t = sqlite3_column_type(st, n);
+  if (type == SqlType::integer && t != SQLITE_INTEGER) return shown_value(st, n) + " where an integer is stored";
+  if (type != SqlType::integer) return shown_value(st, n) + " where a number is stored";
+  const int64_t v = sqlite3_column_int64(st, n);
+  if (rule.rank) {
+    if (ctx.world_size > 0)
+      return fmt::format("rank {} is outside the world of {} rank{} (metadata world_size: ranks 0-{})", v,
+                         ctx.world_size, ctx.world_size == 1 ? "" : "s", ctx.world_size - 1);
+    return fmt::format("rank {} is not a rank id in [0, {})", v, meta::kMaxWorldSize);
+  }
+  if (rule.lo == 0 && v < 0) return fmt::format("{} is negative", v);
+  return fmt::format("{} is outside [{}, {}]", v, rule.lo, rule.hi);
+}
+
+RowError refused_value(sqlite3_stmt* st, const TableInfo& table, const std::string& column, const std::string& why,
+                       const ReadContext& ctx) {
+  // the row by its key where every key column was read, else by its place in the query's order
+  std::string key;
+  size_t found = 0;
+  for (const auto& k : table.primary_key)
+    for (int c = 0; c < sqlite3_column_count(st); ++c)
+      if (k == sqlite3_column_name(st, c)) {
+        key += fmt::format("{}{} {}", found++ ? ", " : "", k, shown_value(st, c));
+        break;
+      }
+  if (found != table.primary_key.size() && !table.primary_key.empty()) {
+    // a key not read with the record (collectives.id, memory_events.id): looked up by the row's
+    // place in the query's order (a tail without parameters; else the place is what is said)
+    key.clear();
+    found = 0;
+    std::string cols;
+    for (const auto& k : table.primary_key) cols += (cols.empty() ? "" : ", ") + k;
+    sqlite3_stmt* q = nullptr;
+    if (std::string(ctx.order).find('?') == std::string::npos &&
+        sqlite3_prepare_v2(sqlite3_db_handle(st),
+                           fmt::format("SELECT {} FROM {} {} LIMIT 1 OFFSET {}", cols, table.name, ctx.order, ctx.row)
+                               .c_str(),
+                           -1, &q, nullptr) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+      for (const auto& k : table.primary_key) {
+        key += fmt::format("{}{} {}", found ? ", " : "", k, shown_value(q, static_cast<int>(found)));
+        ++found;
+      }
+    sqlite3_finalize(q);
+  }
+  const std::string row = found == table.primary_key.size() && found > 0
+                              ? fmt::format("row ({})", key)
+                              : fmt::format("row {} ({})", ctx.row + 1, ctx.order);
+  return RowError(fmt::format("table {}, {}, column {}: {}: the session file is damaged or was edited", table.name, row,
+                              column, why));
+}
 
 const TableInfo& metadata_table() {
   static const TableInfo t = RecordTable<void*>(
@@ -98,7 +182,7 @@ const TableInfo& categories_table() {
 const RecordTable<RankInfo>& ranks_table() {
   static const RecordTable<RankInfo> t(
       {"ranks", "one row per rank: the host it ran on and its device", {"rank"}, false},
-      {field<&RankInfo::rank>("rank", "the rank"), field<&RankInfo::host>("host", "host name"),
+      {field<&RankInfo::rank>("rank", "the rank").rank_id(), field<&RankInfo::host>("host", "host name"),
        field<&RankInfo::device>("device", "`cpu (thread)` for the CPU executor, `NVIDIA H200 (cuda:0)` for the cuda executor"),
        field<&RankInfo::memory_capacity_bytes>(
            "memory_capacity_bytes", "device capacity, bytes (`devices.memory_bytes`; on a GPU capped at its free memory when the run started)")});
@@ -116,7 +200,7 @@ const RecordTable<LaneInfo>& lanes_table() {
        "critical path; older files put them on lane 0). Imported sessions number their lanes per rank: the "
        "trace's threads (`thread`), then the user spans drawn on GPU tracks (`gpu_annotation`), then each GPU stream "
        "(`stream`), each named after the trace (`thread 200 (trainer)`, `stream 7 (cuda:0 NVIDIA A100)`)."},
-      {field<&LaneInfo::rank>("rank", "the rank"), field<&LaneInfo::lane>("lane", "the lane number (0..255)"),
+      {field<&LaneInfo::rank>("rank", "the rank").rank_id(), field<&LaneInfo::lane>("lane", "the lane number (0..255)"),
        field<&LaneInfo::name>("name", "`compute`, `comm`, `gpu_compute`, `gpu_comm`, `gpu_copy`, `gpu_sync`"),
        field<&LaneInfo::kind>("kind", "`thread`, `stream` or `sync` (cuda runs' waits); imported sessions also `gpu_annotation` and `annotation` (an Nsight export's NVTX ranges, a lane per thread)"),
        column<LaneInfo>("max_duration_ns", T::integer, "the longest op on the lane, ns: a range query uses it to bound its index scan",
@@ -152,7 +236,7 @@ const RecordTable<CollectiveRecord>& collectives_table() {
        "The full split matrix of a collective is the rows of all ranks with the same (`group_name`, `sequence`).",
        {{"collectives_by_sequence", {"group_name", "sequence"}}}},
       {column<CollectiveRecord>("id", T::integer, "insertion order", false),
-       field<&CollectiveRecord::rank>("rank", "the rank"),
+       field<&CollectiveRecord::rank>("rank", "the rank").rank_id(),
        field<&CollectiveRecord::op>("op", "`all_to_all`, `reduce_scatter`, `all_gather`, `all_reduce`"),
        field<&CollectiveRecord::name>("name", "the engine's name of the step it serves, e.g. `output_dist/all_to_all`; "
                                               "split-size checks are `.../split_check` all-gathers"),
@@ -161,43 +245,47 @@ const RecordTable<CollectiveRecord>& collectives_table() {
        field<&CollectiveRecord::dtype>("dtype", "`float32`, `int64`, and `float16` / `bfloat16` for quantized comms"),
        field<&CollectiveRecord::step>("step", "training step"),
        field<&CollectiveRecord::start_ns>("start_ns", "start, ns"), field<&CollectiveRecord::end_ns>("end_ns", "end, ns"),
-       field<&CollectiveRecord::bytes_sent>("bytes_sent", "bytes to other ranks (a ring all-reduce counts 2 (n-1)/n of the buffer each way)"),
-       field<&CollectiveRecord::bytes_received>("bytes_received", "bytes from other ranks"),
+       field<&CollectiveRecord::bytes_sent>("bytes_sent", "bytes to other ranks (a ring all-reduce counts 2 (n-1)/n of the buffer each way)")
+           .at_least(0),
+       field<&CollectiveRecord::bytes_received>("bytes_received", "bytes from other ranks").at_least(0),
        split_list<&CollectiveRecord::peers>("peers", "JSON array: global ranks of the group, in group order"),
        split_list<&CollectiveRecord::send_elements>(
            "send_elements", "JSON array: elements sent to each peer (group order; empty for all-reduce, which has no per-peer split)"),
-       split_list<&CollectiveRecord::recv_elements>("recv_elements", "JSON array: elements received from each peer")});
+       split_list<&CollectiveRecord::recv_elements>("recv_elements", "JSON array: elements received from each peer")},
+      {{"end_ns", &ends_before_start<CollectiveRecord>}});
   return t;
 }
 
 const RecordTable<LoadCounter>& load_counters_table() {
   static const RecordTable<LoadCounter> t(
       {"load_counters", "per step x rank x table shard", {"step", "rank", "table_index", "shard"}, true},
-      {field<&LoadCounter::step>("step", "training step"), field<&LoadCounter::rank>("rank", "the rank"),
-       field<&LoadCounter::table>("table_index", "index into `workload_json` tables"),
-       field<&LoadCounter::shard>("shard", "index into that table's shards (`shards.shard_index`, `sharding_plan_json`); -1: the rank's replica of the table's `hot_rows`, the ids of its own batch it looked up there"),
-       field<&LoadCounter::ids>("ids", "ids looked up in the shard"),
-       field<&LoadCounter::unique_ids>("unique_ids", "distinct rows the fused optimizer updated"),
-       field<&LoadCounter::bytes_in>("bytes_in", "ids and lengths received for the lookup, bytes"),
-       field<&LoadCounter::bytes_out>("bytes_out", "pooled rows the lookup produced, bytes"),
-       field<&LoadCounter::lookup_ns>("lookup_ns", "time of the shard's pooled lookup, ns"),
-       field<&LoadCounter::cache_hits>("cache_hits", "host_cached tables: distinct rows of the lookups found in the device cache", 11),
-       field<&LoadCounter::cache_misses>("cache_misses", "tables in host memory: distinct rows of the lookups not in the device cache (every row of a `host` table)", 11),
-       field<&LoadCounter::rows_fetched>("rows_fetched", "tables in host memory: distinct rows the step's lookup and prefetch missed and copied host to device (an update's reads of rows not cached are bytes only)", 11),
-       field<&LoadCounter::bytes_h2d>("bytes_h2d", "tables in host memory: bytes copied host to device (rows and optimizer state rows)", 11),
-       field<&LoadCounter::bytes_d2h>("bytes_d2h", "tables in host memory: bytes written back device to host (updated rows, evicted dirty rows, optimizer state rows)", 11)});
+      {field<&LoadCounter::step>("step", "training step"), field<&LoadCounter::rank>("rank", "the rank").rank_id(),
+       field<&LoadCounter::table>("table_index", "index into `workload_json` tables").at_least(0),
+       field<&LoadCounter::shard>("shard", "index into that table's shards (`shards.shard_index`, `sharding_plan_json`); -1: the rank's replica of the table's `hot_rows`, the ids of its own batch it looked up there").at_least(-1),
+       field<&LoadCounter::ids>("ids", "ids looked up in the shard").at_least(0),
+       field<&LoadCounter::unique_ids>("unique_ids", "distinct rows the fused optimizer updated").at_least(0),
+       field<&LoadCounter::bytes_in>("bytes_in", "ids and lengths received for the lookup, bytes").at_least(0),
+       field<&LoadCounter::bytes_out>("bytes_out", "pooled rows the lookup produced, bytes").at_least(0),
+       field<&LoadCounter::lookup_ns>("lookup_ns", "time of the shard's pooled lookup, ns").at_least(0),
+       field<&LoadCounter::cache_hits>("cache_hits", "host_cached tables: distinct rows of the lookups found in the device cache", 11).at_least(0),
+       field<&LoadCounter::cache_misses>("cache_misses", "tables in host memory: distinct rows of the lookups not in the device cache (every row of a `host` table)", 11).at_least(0),
+       field<&LoadCounter::rows_fetched>("rows_fetched", "tables in host memory: distinct rows the step's lookup and prefetch missed and copied host to device (an update's reads of rows not cached are bytes only)", 11).at_least(0),
+       field<&LoadCounter::bytes_h2d>("bytes_h2d", "tables in host memory: bytes copied host to device (rows and optimizer state rows)", 11).at_least(0),
+       field<&LoadCounter::bytes_d2h>("bytes_d2h", "tables in host memory: bytes written back device to host (updated rows, evicted dirty rows, optimizer state rows)", 11).at_least(0)});
   return t;
 }
 
 const RecordTable<StepMetric>& steps_table() {
   static const RecordTable<StepMetric> t(
       {"steps", "per step x rank", {"step", "rank"}, true},
-      {field<&StepMetric::step>("step", "training step"), field<&StepMetric::rank>("rank", "the rank"),
+      {field<&StepMetric::step>("step", "training step"), field<&StepMetric::rank>("rank", "the rank").rank_id(),
        field<&StepMetric::start_ns>("start_ns", "start of the rank's step window, ns"),
        field<&StepMetric::end_ns>("end_ns", "its end, ns"),
        field<&StepMetric::loss>("loss", "global mean loss of the step (the same on every rank)"),
-       field<&StepMetric::memory_in_use_bytes>("memory_in_use_bytes", "device memory the rank holds at the end of the step, bytes"),
-       field<&StepMetric::memory_peak_bytes>("memory_peak_bytes", "the most it held so far, bytes")});
+       field<&StepMetric::memory_in_use_bytes>("memory_in_use_bytes", "device memory the rank holds at the end of the step, bytes")
+           .at_least(0),
+       field<&StepMetric::memory_peak_bytes>("memory_peak_bytes", "the most it held so far, bytes").at_least(0)},
+      {{"end_ns", &ends_before_start<StepMetric>}});
   return t;
 }
 
@@ -208,14 +296,14 @@ const RecordTable<MemoryCounter>& memory_counters_table() {
        "A run that fails (`oom`, `hang`, `crashed`) also records each rank's row for the step it was in when the run "
        "ended, unless that step's row exists (written at the OOM itself): a rank holding its weights when another "
        "rank failed has its memory recorded too."},
-      {field<&MemoryCounter::step>("step", "training step"), field<&MemoryCounter::rank>("rank", "the rank"),
-       field<&MemoryCounter::allocated>("allocated_bytes", "live blocks, bytes"),
-       field<&MemoryCounter::reserved>("reserved_bytes", "segments, bytes"),
-       field<&MemoryCounter::peak_allocated>("peak_allocated_bytes", "peak of allocated_bytes so far"),
-       field<&MemoryCounter::peak_reserved>("peak_reserved_bytes", "peak of reserved_bytes so far"),
-       field<&MemoryCounter::largest_free_block>("largest_free_block_bytes", "the largest free block, bytes"),
+      {field<&MemoryCounter::step>("step", "training step"), field<&MemoryCounter::rank>("rank", "the rank").rank_id(),
+       field<&MemoryCounter::allocated>("allocated_bytes", "live blocks, bytes").at_least(0),
+       field<&MemoryCounter::reserved>("reserved_bytes", "segments, bytes").at_least(0),
+       field<&MemoryCounter::peak_allocated>("peak_allocated_bytes", "peak of allocated_bytes so far").at_least(0),
+       field<&MemoryCounter::peak_reserved>("peak_reserved_bytes", "peak of reserved_bytes so far").at_least(0),
+       field<&MemoryCounter::largest_free_block>("largest_free_block_bytes", "the largest free block, bytes").at_least(0),
        field<&MemoryCounter::rounding_loss>("rounding_loss_bytes", "allocated - requested: the 512-byte rounding"),
-       field<&MemoryCounter::segments>("segments", "segments reserved"),
+       field<&MemoryCounter::segments>("segments", "segments reserved").at_least(0),
        field<&MemoryCounter::external_fragmentation>("external_fragmentation",
                                                      "1 - largest free block / free bytes in reserved segments"),
        field<&MemoryCounter::memviz_fragmentation>(
@@ -235,7 +323,7 @@ const RecordTable<MemoryEvent>& memory_events_table() {
        "asynchronous call's CUPTI stream id, 0 otherwise; the rank of that stream, else of the device): beside the "
        "rank's own allocator's actions, which they never change (the arena's segments appear in both)."},
       {column<MemoryEvent>("id", T::integer, "order of the actions", false),
-       field<&MemoryEvent::rank>("rank", "the rank"), field<&MemoryEvent::time_ns>("time_ns", "when, ns"),
+       field<&MemoryEvent::rank>("rank", "the rank").rank_id(), field<&MemoryEvent::time_ns>("time_ns", "when, ns"),
        field<&MemoryEvent::step>("step", "training step (setup's allocations carry the step before the first)"),
        field<&MemoryEvent::action>("action", "`alloc`, `free`, `segment_alloc`, `segment_free`, `oom`; cuda runs also `cupti_alloc`, `cupti_free`"),
        field<&MemoryEvent::address>("address", "block or segment; for `expandable` the pages added or returned; for `oom` "
@@ -255,7 +343,7 @@ const RecordTable<MemorySnapshot>& memory_snapshots_table() {
        "stores one per rank), and at an out-of-memory error (`reason` `oom`: taken inside the failing allocation, so "
        "it is the layout that could not hold the request, with every buffer of that moment still alive)."},
       {field<&MemorySnapshot::id>("id", "the snapshot (assigned by the writer)"),
-       field<&MemorySnapshot::rank>("rank", "the rank"), field<&MemorySnapshot::step>("step", "training step"),
+       field<&MemorySnapshot::rank>("rank", "the rank").rank_id(), field<&MemorySnapshot::step>("step", "training step"),
        field<&MemorySnapshot::time_ns>("time_ns", "when, ns"), field<&MemorySnapshot::reason>(
            "reason", "`step`, `oom`, `rebalance` (after a live rebalance moved shards: the new layout), or `dump` (an imported PyTorch memory snapshot: its segments and blocks at `_dump_snapshot`)")});
   return t;
@@ -296,12 +384,12 @@ const RecordTable<IdHistogramBucket>& id_histogram_table() {
        "sessions of older Embedscope builds, and lm_embedding sessions before 2026-12-06, have buckets only where the "
        "run ended complete or cancelled); empty buckets have no row, except that an lm_embedding run's complete or "
        "cancelled end writes every bucket of each counting rank, the empty ones with 0."},
-      {field<&IdHistogramBucket::rank>("rank", "whose input batches were counted"),
+      {field<&IdHistogramBucket::rank>("rank", "whose input batches were counted").rank_id(),
        field<&IdHistogramBucket::table>("table_index", "index into `workload_json` tables"),
        field<&IdHistogramBucket::bucket>("bucket", "the bucket"),
        field<&IdHistogramBucket::row_begin>("row_begin", "first row of the bucket"),
        field<&IdHistogramBucket::row_end>("row_end", "one past its last row"),
-       field<&IdHistogramBucket::ids>("ids", "ids in [row_begin, row_end), summed over the measured steps")});
+       field<&IdHistogramBucket::ids>("ids", "ids in [row_begin, row_end), summed over the measured steps").at_least(0)});
   return t;
 }
 
@@ -318,7 +406,7 @@ const RecordTable<ShardRecord>& shards_table() {
                             "`table_column_wise`, `grid_shard`"),
        field<&ShardRecord::node>("node", "`table_row_wise`, `table_column_wise`: the node holding the table; otherwise -1"),
        field<&ShardRecord::shard_index>("shard_index", "index among the table's shards (= `load_counters.shard`)"),
-       field<&ShardRecord::rank>("rank", "the rank holding the shard"),
+       field<&ShardRecord::rank>("rank", "the rank holding the shard").rank_id(),
        field<&ShardRecord::row_offset>("row_offset", "first row of the shard"),
        field<&ShardRecord::num_rows>("num_rows", "rows in the shard"),
        field<&ShardRecord::col_offset>("col_offset", "first column (embedding dimension) of the shard"),
@@ -342,7 +430,7 @@ const RecordTable<RebalanceRecord>& rebalances_table() {
       {field<&RebalanceRecord::step>("step", "measured step after which it ran; the new plan serves from step + 1"),
        field<&RebalanceRecord::reason>("reason", "the trigger, e.g. `every 5 steps`, `imbalance 2.80 > 1.50 over steps 3..4`"),
        field<&RebalanceRecord::moves>("moves", "tables moved whole or changed to row_wise"),
-       field<&RebalanceRecord::bytes_moved>("bytes_moved", "weights + optimizer state of the moved tables, bytes"),
+       field<&RebalanceRecord::bytes_moved>("bytes_moved", "weights + optimizer state of the moved tables, bytes").at_least(0),
        field<&RebalanceRecord::window_steps>("window_steps", "steps the load before was observed over"),
        field<&RebalanceRecord::imbalance_before>(
            "imbalance_before",
@@ -379,8 +467,9 @@ const RecordTable<PlanChangeRecord>& plan_changes_table() {
        field<&PlanChangeRecord::table_name>("table_name", "the table's name"),
        field<&PlanChangeRecord::shard_index>("shard_index", "index among the table's shards (`shards.shard_index`)"),
        field<&PlanChangeRecord::from_rank>("from_rank", "the rank that held it before; -1 for a change back to table_wise (it was on several)"),
-       field<&PlanChangeRecord::to_rank>("to_rank", "the rank holding it from `step` on"),
-       field<&PlanChangeRecord::bytes>("bytes", "weights + optimizer state moved, bytes (0: the rows stayed on their rank)"),
+       field<&PlanChangeRecord::to_rank>("to_rank", "the rank holding it from `step` on").rank_id(),
+       field<&PlanChangeRecord::bytes>("bytes", "weights + optimizer state moved, bytes (0: the rows stayed on their rank)")
+           .at_least(0),
        field<&PlanChangeRecord::from_type>("from_type", "the table's sharding type before, e.g. `table_wise`", 7),
        field<&PlanChangeRecord::to_type>("to_type", "its sharding type from `step` on: `table_wise` (a move or a change back), `row_wise` or `column_wise`", 7),
        field<&PlanChangeRecord::row_offset>("row_offset", "first row of the shard", 7),
@@ -401,7 +490,7 @@ const RecordTable<FlightRecord>& flight_recorder_table() {
        "run goes on after SIGUSR1). `embedscope stats` analyses the last dump of every rank "
        "(sessions/analysis/flight_recorder.h): the ranks that did not reach a collective, collectives that differ "
        "between ranks, process groups entered in opposite orders. Older files and runs that never dumped have no rows."},
-      {field<&FlightRecord::rank>("rank", "global rank whose recorder it is"),
+      {field<&FlightRecord::rank>("rank", "global rank whose recorder it is").rank_id(),
        field<&FlightRecord::dump>("dump", "the rank's dump: 0, 1, ... in the order written"),
        field<&FlightRecord::reason>("reason", "why the dump was written, e.g. `collective timeout`, `SIGUSR1`, `run ended crashed`"),
        field<&FlightRecord::dump_time_ns>("dump_time_ns", "when the dump was written, ns"),
@@ -466,7 +555,7 @@ const RecordTable<MemoryTimelinePoint>& memory_timeline_table() {
        "back from the segments at the dump to the first entry, then forward. Where the trace starts mid-way (a ring "
        "buffer that dropped its oldest entries) the walk back gives the layout at its first entry exactly for what the "
        "trace touches; metadata `memory_trace_start` says which."},
-      {field<&MemoryTimelinePoint::rank>("rank", "the rank (one per device)"),
+      {field<&MemoryTimelinePoint::rank>("rank", "the rank (one per device)").rank_id(),
        field<&MemoryTimelinePoint::entry>("entry", "index of the trace entry"),
        field<&MemoryTimelinePoint::time_ns>("time_ns", "when, ns"),
        field<&MemoryTimelinePoint::allocated>("allocated_bytes", "live blocks, bytes"),

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -25,6 +26,7 @@
 
 #include "embedscope/sessions/model/events.h"
 #include "embedscope/sessions/model/flight_record.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/schema/tables.h"
 
 namespace embedscope::sessions::schema::detail {
@@ -62,6 +64,51 @@ class RowError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// What the reader accepts in a record column besides its SQL type (robust55: tester54 F6, retest54
+/// R7): an integer column must hold an integer (not text, a real or NULL: SQLite's affinity keeps
+/// a hand-edited 'abc' as text, read as 0), within [lo, hi] (hi: the member's type; lo: 0 for
+/// bytes, counts and durations), and a rank id below the session's world size.
+struct ValueRule {
+  int64_t lo = std::numeric_limits<int64_t>::min();
+  int64_t hi = std::numeric_limits<int64_t>::max();
+  bool rank = false;  ///< a rank id: in [0, world_size) (metadata world_size; kMaxWorldSize without it)
+};
+
+/// What the reader knows when it checks a row: the world size, and how to name a row whose
+/// primary key is not among the columns read.
+struct ReadContext {
+  int64_t world_size = -1;  ///< metadata world_size; -1 (absent) or 0: ranks below kMaxWorldSize
+  const char* order = "";   ///< the query's tail after SELECT ... FROM t ("ORDER BY id")
+  int64_t row = 0;          ///< 0-based position of the row in that order
+};
+
+/// The RowError of a value the reader refuses: "table T, row (k1 v1, k2 v2), column C: WHY: the
+/// session file is damaged or was edited", the row named by the primary-key columns of `st`'s
+/// result where all are there, else by its position ("row 5 (ORDER BY id)").
+RowError refused_value(sqlite3_stmt* st, const TableInfo& table, const std::string& column, const std::string& why,
+                       const ReadContext& ctx);
+/// Why the value in result column `n` of `st` breaks `rule` for a column of `type`, or "" when it
+/// does not (definitions.cpp).
+std::string value_problem(sqlite3_stmt* st, int n, SqlType type, const ValueRule& rule, const ReadContext& ctx);
+
+/// The largest rank id + 1 that `ctx` accepts.
+inline int64_t rank_bound(const ReadContext& ctx) { return ctx.world_size > 0 ? ctx.world_size : meta::kMaxWorldSize; }
+
+/// Whether the value in result column `n` of `st` passes `rule` for a column of `type` (the fast
+/// path of every value read; value_problem says why not): integers must be integers in range,
+/// reals integers, reals or NULL (SQLite stores a NaN as NULL), text and blobs anything.
+inline bool value_ok(sqlite3_stmt* st, int n, SqlType type, const ValueRule& rule, const ReadContext& ctx) {
+  const int t = sqlite3_column_type(st, n);
+  if (type == SqlType::integer) {
+    if (t != SQLITE_INTEGER) return false;
+    if (rule.lo == std::numeric_limits<int64_t>::min() && rule.hi == std::numeric_limits<int64_t>::max()) return true;
+    const int64_t v = sqlite3_column_int64(st, n);
+    return v >= rule.lo && v <= rule.hi && (!rule.rank || v < rank_bound(ctx));
+  }
+  if (type == SqlType::real) return t != SQLITE_TEXT && t != SQLITE_BLOB;
+  return true;
+}
+
 /// How one column is written from and read into a record of type R; null = not by the record.
 template <class R>
 struct Codec {
@@ -73,7 +120,29 @@ template <class R>
 struct Col {
   ColumnInfo info;
   Codec<R> codec;
+  ValueRule rule;
+  /// Values below `v` are refused (0: bytes, counts, durations; -1: a -1 sentinel).
+  Col at_least(int64_t v) && {
+    rule.lo = std::max(rule.lo, v);
+    return std::move(*this);
+  }
+  /// A rank id: in [0, world_size).
+  Col rank_id() && {
+    rule.rank = true;
+    return std::move(*this).at_least(0);
+  }
 };
+
+/// The range of an integer member of type T (int32 members are read with sqlite3_column_int).
+template <class T>
+ValueRule rule_of() {
+  ValueRule r;
+  if constexpr (std::is_same_v<T, int32_t>) {
+    r.lo = std::numeric_limits<int32_t>::min();
+    r.hi = std::numeric_limits<int32_t>::max();
+  }
+  return r;
+}
 
 template <class R, class T>
 R record_of(T R::*);
@@ -87,6 +156,7 @@ Col<decltype(record_of(M))> field(const char* name, const char* meaning, int sin
   using T = decltype(value_of(M));
   Col<R> c;
   c.info = {name, sql_type_of<T>(), true, "", meaning, since};
+  c.rule = rule_of<T>();
   c.codec.put = [](sqlite3_stmt* st, int i, const R& r) { bind_value(st, i, r.*M); };
   c.codec.get = [](sqlite3_stmt* st, int i, R& r) { read_value(st, i, r.*M); };
   return c;
@@ -99,6 +169,7 @@ Col<decltype(record_of(O))> nested(const char* name, const char* meaning, int si
   using T = decltype(value_of(M));
   Col<R> c;
   c.info = {name, sql_type_of<T>(), true, "", meaning, since};
+  c.rule = rule_of<T>();
   c.codec.put = [](sqlite3_stmt* st, int i, const R& r) { bind_value(st, i, (r.*O).*M); };
   c.codec.get = [](sqlite3_stmt* st, int i, R& r) { read_value(st, i, (r.*O).*M); };
   return c;
@@ -124,13 +195,24 @@ struct TableHead {
   std::vector<IndexInfo> indexes = {};
 };
 
+/// A check across the columns of a read row (a step ending before it starts): "" when the row is
+/// fine, else the column it blames and why.
+template <class R>
+struct RowRule {
+  const char* column;
+  std::string (*problem)(const R&);
+};
+
 /// A table whose rows are records R.
 template <class R>
 struct RecordTable {
   TableInfo info;
   std::vector<Codec<R>> codecs;  // parallel to info.columns
+  std::vector<ValueRule> rules;  // parallel to info.columns
+  std::vector<RowRule<R>> row_rules;
 
-  RecordTable(TableHead h, std::vector<Col<R>> cols) {
+  RecordTable(TableHead h, std::vector<Col<R>> cols, std::vector<RowRule<R>> row_checks = {})
+      : row_rules(std::move(row_checks)) {
     info.name = h.name;
     info.summary = h.summary;
     info.primary_key = std::move(h.primary_key);
@@ -142,6 +224,7 @@ struct RecordTable {
       if (c.info.since < info.since) c.info.since = info.since;  // a column is as old as its table at least
       info.columns.push_back(std::move(c.info));
       codecs.push_back(c.codec);
+      rules.push_back(c.rule);
     }
   }
 
@@ -181,11 +264,19 @@ struct RecordTable {
       }
     return "SELECT " + cols + " FROM " + info.name;
   }
-  /// Reads a row of select_sql(version) into `r`.
-  void read(sqlite3_stmt* st, int version, R& r) const {
+  /// Reads a row of select_sql(version) into `r`. Throws RowError (refused_value) for a value its
+  /// column's ValueRule or a RowRule refuses.
+  void read(sqlite3_stmt* st, int version, R& r, const ReadContext& ctx = {}) const {
     int n = 0;
     for (size_t i = 0; i < codecs.size(); ++i)
-      if (codecs[i].get && has_column(i, version)) codecs[i].get(st, n++, r);
+      if (codecs[i].get && has_column(i, version)) {
+        if (!value_ok(st, n, info.columns[i].type, rules[i], ctx))
+          throw refused_value(st, info, info.columns[i].name,
+                              value_problem(st, n, info.columns[i].type, rules[i], ctx), ctx);
+        codecs[i].get(st, n++, r);
+      }
+    for (const auto& rr : row_rules)
+      if (const std::string why = rr.problem(r); !why.empty()) throw refused_value(st, info, rr.column, why, ctx);
   }
 };
 

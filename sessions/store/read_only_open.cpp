@@ -15,11 +15,16 @@
 namespace embedscope::sessions::detail {
 
 void refuse_cut_short(const std::string& path) {
-  auto beside = [&](const char* suffix) {
+  // a sibling's size, -1 where there is none
+  auto beside = [&](const char* suffix) -> int64_t {
     struct stat sb {};
-    return ::lstat((path + suffix).c_str(), &sb) == 0;
+    return ::stat((path + suffix).c_str(), &sb) == 0 ? static_cast<int64_t>(sb.st_size) : -1;
   };
-  if (beside("-wal") || beside("-journal")) return;
+  // A hot journal (one with content: its header and the pages it saved) may roll the file back to
+  // its size before the transaction; an empty one (0 bytes) is not hot (SQLite, "Atomic Commit",
+  // 4.2) and restores nothing.
+  if (beside("-journal") > 0) return;
+  const int64_t wal_before = beside("-wal");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;  // SQLite says why
   unsigned char h[100] = {};
@@ -35,11 +40,17 @@ void refuse_cut_short(const std::string& path) {
   uint32_t page_size = (uint32_t{h[16]} << 8) | h[17];
   if (page_size == 1) page_size = 65536;
   if (page_size < 512 || (page_size & (page_size - 1)) != 0) return;  // not a page size: SQLite says corrupt
+  // A -wal holding a whole frame (its 32-byte header, a 24-byte frame header and a page: SQLite,
+  // "WAL File Format") may hold the pages the file lacks (a killed run: its commits are there, the
+  // file grows at the checkpoint; a live run whose checkpoint is growing the file); a shorter one
+  // (0 bytes: an interrupted copy; a header alone) holds no page.
+  const int64_t whole_frame = 32 + 24 + int64_t{page_size};
+  if (wal_before >= whole_frame) return;
   const uint32_t pages = be32(28);
   if (pages == 0 || be32(24) != be32(92)) return;  // the count is not valid: SQLite takes the file's size
   const auto want = static_cast<int64_t>(pages) * page_size;
   if (sb.st_size >= want) return;
-  if (beside("-wal")) return;  // a writer started since: its checkpoint grows the file
+  if (beside("-wal") >= whole_frame) return;  // a writer committed since: its checkpoint grows the file
   throw SessionError(fmt::format("{}: the session file is truncated or corrupt ({} bytes, where its SQLite header says {} "
                                  "pages of {} bytes: {} bytes; an interrupted copy? copy it again)",
                                  path, sb.st_size, pages, page_size, want));

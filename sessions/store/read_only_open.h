@@ -52,10 +52,13 @@ sqlite3* open_session_read_only(const std::string& path, int busy_timeout_ms);
 /// interrupted copy, cut inside its last pages, which SQLite reads as rows of NULLs (SQLite file
 /// format, https://www.sqlite.org/fileformat2.html, 1.3). The page count is taken only where the
 /// header says it is valid (it is non-zero and bytes 24-27 equal bytes 92-95, as SQLite takes it).
-/// Nothing is checked while a -wal or -journal is beside the file (a live run in WAL mode, whose
-/// checkpoint may grow the file after its first page; a killed run's session, which the reader
-/// checkpoints), nor for a file that is not an SQLite database (SQLite says so). Never changes
-/// the file.
+/// Nothing is checked while a -wal that holds at least one whole frame (32 + 24 + page size
+/// bytes) is beside the file (a live run in WAL mode, whose checkpoint may grow the file after its
+/// first page; a killed run's session, whose commits are in its -wal), or a -journal with content
+/// (a hot journal may roll the file back), nor for a file that is not an SQLite database (SQLite
+/// says so). A shorter -wal (0 bytes, a header alone) or a 0-byte -journal restores no page, and
+/// the check applies (retest54 R5: an interrupted copy of a folder left them). Never changes the
+/// file.
 void refuse_cut_short(const std::string& path);
 
 /// Whether `rc` (an extended result code of a failed read) is a failure of the wal-index: what

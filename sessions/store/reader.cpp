@@ -50,6 +50,7 @@ struct SessionReader::Impl {
   const std::string& path;
   sqlite3* db = nullptr;
   int version = 0;
+  int64_t world_size = -1;  // metadata world_size (-1: absent): the bound of every rank id read
   std::map<std::pair<int32_t, int32_t>, int64_t> max_duration;  // per lane
 
   explicit Impl(const std::string& p) : path(p) {}
@@ -83,17 +84,22 @@ struct SessionReader::Impl {
     check(rc, what);
   }
 
-  /// Every row of a record table, `order` appended to its SELECT (which names the columns the
-  /// file's version has).
+  /// Every row of a record table, `tail` appended to its SELECT (which names the columns the
+  /// file's version has). A value the table's rules refuse (text in an integer column, negative
+  /// bytes, a rank outside the world, a step ending before it starts: definitions.h ValueRule)
+  /// throws SessionError "PATH: table T, row (...), column C: ...: the session file is damaged or
+  /// was edited".
   template <class R>
   std::vector<R> records(const sd::RecordTable<R>& t, const std::string& tail, const char* what,
                          const std::function<void(sqlite3_stmt*)>& bind = {}) const {
     std::vector<R> out;
+    sd::ReadContext ctx{world_size, tail.c_str(), 0};
     each_row(
         t.select_sql(version) + " " + tail, what,
         [&](sqlite3_stmt* st) {
           R r{};
-          t.read(st, version, r);
+          ctx.row = static_cast<int64_t>(out.size());
+          t.read(st, version, r, ctx);
           out.push_back(std::move(r));
         },
         bind);
@@ -125,6 +131,9 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
       throw SessionError(fmt::format("{}: the file is empty (not a session)", path));
   }
   detail::refuse_cut_short(path);  // read_only_open.h (tester54 F6: read as rows of NULLs)
+  // before this reader has a connection to the file: the probe opens and closes a descriptor of
+  // it, and a close drops every POSIX lock this process holds on the file (SQLite's included)
+  writer_lock_ = static_cast<int>(detail::probe_writer_lock(path));
   Impl& m = *impl_;
   // A reader never writes and never makes the writer fail (no checkpoint on close, a wait while
   // the writer holds a lock for a moment), and reads a session whose -shm cannot be made (a full
@@ -192,6 +201,7 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
       throw SessionError(fmt::format("{}: metadata world_size '{}' is not a whole number in [0, {}]: the session file is "
                                      "damaged or was edited",
                                      path, v.size() > 40 ? v.substr(0, 40) + "..." : v, meta::kMaxWorldSize));
+    m.world_size = w;
   }
   m.each_row("SELECT id, value FROM strings ORDER BY id", "reading strings", [&](sqlite3_stmt* st) {
     const int64_t id = sqlite3_column_int64(st, 0);  // ids are dense: 0, 1, 2, ...
@@ -217,6 +227,17 @@ std::string SessionReader::status() const {
   if (ended != "running") return ended;
   const std::string pid = meta(meta::kWriterPid);
   if (!pid.empty() && meta(meta::kWriterHost) == this_host()) {
+    // the writer holds its lock until it has closed the file: where flock works, a free lock is a
+    // writer that is gone, even if its pid names another process now (retest54 R3); only without
+    // flock the pid decides
+    switch (static_cast<detail::WriterLock>(writer_lock_)) {
+      case detail::WriterLock::held:
+        return "running";
+      case detail::WriterLock::free:
+        return "crashed";
+      case detail::WriterLock::unknown:
+        break;
+    }
     const long p = std::strtol(pid.c_str(), nullptr, 10);
     if (p > 0 && kill(static_cast<pid_t>(p), 0) != 0 && errno == ESRCH) return "crashed";
   }

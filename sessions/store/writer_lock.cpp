@@ -115,6 +115,27 @@ int claim_session_file(const std::string& path) {
   return fd;
 }
 
+WriterLock probe_writer_lock(const std::string& path, long* holder) {
+  if (holder) *holder = 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return WriterLock::unknown;
+  WriterLock out = WriterLock::free;
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    // EWOULDBLOCK: another open file holds LOCK_EX (a writer, in this process or another);
+    // anything else (ENOLCK, EINVAL, EOPNOTSUPP, ENOSYS: a file system without flock, e.g. an
+    // NFS mount with `nolock` or without lockd) says nothing about a writer
+    if (errno == EWOULDBLOCK) {
+      out = WriterLock::held;
+      struct stat sb {};
+      if (holder && fstat(fd, &sb) == 0) *holder = flock_holder(sb.st_dev, sb.st_ino);
+    } else {
+      out = WriterLock::unknown;
+    }
+  }
+  ::close(fd);  // drops the shared lock; this process holds no SQLite connection to the file here
+  return out;
+}
+
 std::string live_writer(const std::string& path) {
   const auto meta = writer_metadata(path);
   auto value = [&](const char* k) {
@@ -122,19 +143,21 @@ std::string live_writer(const std::string& path) {
     return it == meta.end() ? std::string() : it->second;
   };
   const long meta_pid = std::strtol(value(meta::kWriterPid).c_str(), nullptr, 10);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    struct stat sb {};
-    const bool locked = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    const bool have_stat = fstat(fd, &sb) == 0;
-    ::close(fd);  // this process holds no SQLite connection to a file it is about to replace
-    if (locked) {
-      long pid = have_stat ? flock_holder(sb.st_dev, sb.st_ino) : 0;
+  long pid = 0;
+  switch (probe_writer_lock(path, &pid)) {
+    case WriterLock::held:
       if (pid <= 0) pid = meta_pid;
       if (pid > 0) return fmt::format("a run (pid {}) is still writing it", pid);
       return "a run is still writing it (its writer lock is held; pid unknown)";
-    }
+    case WriterLock::free:
+      // every writer holds the lock from claiming the name until it has closed the file: a free
+      // lock is a writer that is gone, whatever process now has its pid (retest54 R3: a killed
+      // run's pid, reused by another process, kept the session "running" and unreplaceable)
+      return "";
+    case WriterLock::unknown:
+      break;
   }
+  // no flock here: the metadata and the pid are all there is
   if (value(meta::kEnded) == "running" && value(meta::kWriterHost) == this_host() && meta_pid != getpid() &&
       pid_alive(meta_pid))
     return fmt::format("a run (pid {}) is still writing it (its metadata says running and the process is alive)",

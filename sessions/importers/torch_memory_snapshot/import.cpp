@@ -129,11 +129,17 @@ ImportSummary import_torch_memory_snapshots(const std::vector<SnapshotInput>& in
   for (const auto& in : inputs) {
     bool any = !in.snap->segments.empty();
     for (const auto& t : in.snap->device_traces) any = any || !t.empty();
-    if (!any)
-      throw SnapshotError(fmt::format("{}: the memory snapshot holds no segment and no trace entry (segments and "
-                                      "device_traces are empty: nothing was allocated, or it was dumped before the "
-                                      "workload); no session written",
-                                      in.source));
+    if (!any) {  // say what is there: PyTorch writes one device_traces list per visible GPU (robust55)
+      const size_t n = in.snap->device_traces.size();
+      const std::string lists =
+          n == 0   ? std::string("it has no device_traces list")
+          : n == 1 ? std::string("its one device_traces list (device 0) is empty")
+                   : fmt::format("each of its {} device_traces lists (devices 0-{}) is empty", n, n - 1);
+      throw SnapshotError(fmt::format("{}: the memory snapshot holds no segment and no trace entry (its segments list "
+                                      "is empty and {}): nothing was recorded - nothing was allocated, or it was "
+                                      "dumped before the workload; no session written",
+                                      in.source, lists));
+    }
   }
   ImportSummary sum;
   const bool one = inputs.size() == 1;

@@ -3,7 +3,9 @@
 // session's report and Memory page, F15 a live Summary mixing two moments, F19 a live session
 // "ended running". Hand-made sessions and the repo's snapshot fixtures; values by hand.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <QApplication>
@@ -274,6 +276,14 @@ TEST(Ux44LiveSummary, ALiveSessionInItsWarmUpIsNotSaidToHaveEnded) {
     ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
     sqlite3_close(db);
   }
+  // and holds its writer lock, as a live writer does (robust55: where flock works, a running
+  // session whose lock is free is a crashed run, whatever its pid); released after the window
+  struct WriterLock {
+    int fd;
+    ~WriterLock() { ::close(fd); }
+  } lock{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  ASSERT_GE(lock.fd, 0);
+  ASSERT_EQ(flock(lock.fd, LOCK_EX | LOCK_NB), 0);
   MainWindow w;
   ASSERT_EQ(w.open_session(QString::fromStdString(path.string()), true), QString());
   auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));

@@ -56,7 +56,8 @@ std::string sqlite_version();
 /// a merge's session, an export, a plan, a profile, token ids): throws SessionError
 /// "PATH: not overwritten: a run (pid 4242) is still writing it (...); wait for it to end, stop it,
 /// or choose another name" when a live run writes the session file `path` (its writer lock is
-/// held, or its metadata says running and its writer process is alive on this host). Replacing it
+/// held; only on a file system without flock: its metadata says running and its writer process
+/// is alive on this host - a killed run's pid reused by another process is not a writer). Replacing it
 /// would lose that run's session, the run still saying `session: PATH`. Nothing when `path` does
 /// not exist, is not a session, or its writer has ended. Never changes the file.
 void refuse_replacing_live_session(const std::string& path);
@@ -194,7 +195,10 @@ class SessionReader {
   /// The metadata value, or `fallback` when absent.
   std::string meta(const std::string& key, const std::string& fallback = "") const;
   /// How the run ended: complete, cancelled, crashed, oom, hang, failed, or running. A file
-  /// that still says running while its writer process (same host) is gone reads "crashed".
+  /// that still says running while its writer (same host) is gone reads "crashed": where flock
+  /// works, gone means its writer lock was free when the reader opened the file (a killed run's
+  /// pid may name another process since: retest54 R3); where it does not, that the metadata
+  /// `writer_pid` names no process.
   std::string status() const;
   /// The interned op names; OpRecord::name_id indexes them.
   const std::vector<std::string>& strings() const { return strings_; }
@@ -275,6 +279,9 @@ class SessionReader {
   bool has_memory_stacks_ = false;
   bool has_flight_recorder_ = false;
   bool has_op_blocks_ = false;
+  // the writer lock when the file was opened (store/writer_lock.h WriterLock: 0 held, 1 free,
+  // 2 unknown), probed before this reader's connection existed
+  int writer_lock_ = 2;
 };
 
 }  // namespace embedscope::sessions
