@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   CLI::App app{"embedscope: sharded embedding training workloads, profiled (headless CLI)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "embedscope " EMBEDSCOPE_VERSION);
+  app.footer("Documentation: README.md and docs/ in the source tree (docs/cli-run.md: run, plan, program; "
+             "docs/sessions.md: stats, import, merge, export, replay-memory; docs/output.md: what the output means; "
+             "docs/configuration.md: the workload file). COMMAND --help for each command.");
   // In the order --help lists them.
   const std::vector<cli::Command> commands = {
       cli::add_run_command(app),

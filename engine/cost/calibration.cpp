@@ -20,6 +20,8 @@
 #include "embedscope/engine/cost/shared_cores.h"
 #include "embedscope/engine/planner/host_memory.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/sessions/analysis/compare.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::engine {
@@ -537,8 +539,11 @@ CalibrationCheck check_calibration(const std::string& session_path, const std::s
   CalibrationCheck c;
   c.session = session_path;
   c.ranks = l.spec.devices.count;
+  // the plan run, as compare names it ("3 table_wise + 2 column_wise + 1 row_wise"), not
+  // sharding.default, which per-table overrides and `--plan` leave aside (tester55 F7)
   c.workload = fmt::format("{}, {} ranks, {}, {}{}", l.spec.name, l.spec.devices.count,
-                           to_string(l.spec.sharding.default_type), to_string(l.spec.pipeline),
+                           ss::plan_types(nlohmann::json::parse(reader.meta(ss::meta::kShardingPlanJson), nullptr, false)),
+                           to_string(l.spec.pipeline),
                            l.spec.network.limited() ? ", emulated network" : "");
   c.measured_ns = measured_step_ns(reader, session_path);
   c.measured_comm_ns = comm_step_ns(reader);

@@ -1,6 +1,7 @@
 // The planner's memory estimate of every device (sharding.h: estimate_memory): the replay of the
 // buffers the threaded executor allocates in a rank's device arena (memory_replay.h).
 #include <algorithm>
+#include <set>
 #include <vector>
 
 #include "embedscope/engine/model/host_cache.h"
@@ -92,7 +93,17 @@ std::vector<TableStorageEstimate> estimate_table_storage(const WorkloadSpec& spe
     e.optimizer_state_type = t.optimizer_state_type;
     e.rows = t.rows();
     e.low_rank_dim = t.low_rank_dim;
-    e.row_bytes = t.low_rank_dim > 0 ? 4 * t.low_rank_dim : row_bytes(t.data_type, t.embedding_dim);
+    // one copy of a row over its column shards (tester55 F5: an int8 column_wise table over 2
+    // ranks printed 24 beside weights of 32 B a row): each distinct column range once, so a
+    // row_wise table's row shards and a data_parallel table's replicas count a row once
+    if (t.low_rank_dim > 0) {
+      e.row_bytes = 4 * t.low_rank_dim;
+    } else {
+      std::set<std::pair<int64_t, int64_t>> column_ranges;
+      for (const Shard& sh : tp.shards) column_ranges.emplace(sh.col_offset, sh.num_cols);
+      for (const auto& [offset, cols] : column_ranges) e.row_bytes += row_bytes(t.data_type, cols);
+      if (column_ranges.empty()) e.row_bytes = row_bytes(t.data_type, t.embedding_dim);
+    }
     e.placement = t.placement;
     for (const Shard& sh : tp.shards) {
       e.weight_bytes += shard_weight_bytes(t, sh.num_rows, sh.num_cols);

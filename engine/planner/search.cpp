@@ -23,6 +23,7 @@
 #include "planner/candidate_overflow.h"
 #include "planner/memory_replay.h"
 #include "planner/prerank.h"
+#include "planner/type_refusal.h"
 #include "program/data_parallel_bytes.h"
 #include "program/input_op_bytes.h"
 #include "program/program_sink.h"
@@ -323,10 +324,11 @@ class Search {
           break;
         }
     if (keep.empty()) {
-      std::string names;
+      std::string names, why;
       for (ShardingType t : ti.allowed) names += (names.empty() ? "" : ", ") + std::string(to_string(t));
-      throw SpecError(fmt::format("/tables/{} ({}): none of the sharding types the search may use suits this table "
-                                  "(it allows {})", i, spec_.tables[i].name, names));
+      for (ShardingType t : only) why += (why.empty() ? "" : "; ") + planner_detail::type_refusal(spec_.tables[i], t, W_);
+      throw SpecError(fmt::format("/tables/{} ({}): none of the sharding types the search may use suits this table: {} "
+                                  "(it allows {})", i, spec_.tables[i].name, why, names));
     }
     ti.allowed = std::move(keep);
   }

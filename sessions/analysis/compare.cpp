@@ -309,19 +309,6 @@ std::string what_it_ran(const SessionReader& s) {
   return name.empty() ? kind : kind + " " + name;
 }
 
-namespace {
-// Leaves of a JSON value as (pointer without the leading '/', compact value), in document order.
-void flatten(const nlohmann::json& j, const std::string& at, std::vector<std::pair<std::string, std::string>>& out) {
-  if (j.is_object() && !j.empty()) {
-    for (const auto& item : j.items()) flatten(item.value(), at.empty() ? item.key() : at + "/" + item.key(), out);
-  } else if (j.is_array() && !j.empty()) {
-    for (size_t k = 0; k < j.size(); ++k) flatten(j[k], at + "/" + std::to_string(k), out);
-  } else {
-    out.emplace_back(at, j.is_string() ? j.get<std::string>() : j.dump());
-  }
-}
-
-// The sharding plan's types: "26 table_wise", "20 table_wise + 6 row_wise" ("" when unrecorded).
 std::string plan_types(const nlohmann::json& plan) {
   std::vector<std::pair<std::string, int>> counts;  // in order of first appearance
   if (plan.is_object() && plan.contains("tables") && plan["tables"].is_array())
@@ -337,6 +324,19 @@ std::string plan_types(const nlohmann::json& plan) {
   for (const auto& [type, n] : counts) out += fmt::format("{}{} {}", out.empty() ? "" : " + ", n, type);
   return out;
 }
+
+namespace {
+// Leaves of a JSON value as (pointer without the leading '/', compact value), in document order.
+void flatten(const nlohmann::json& j, const std::string& at, std::vector<std::pair<std::string, std::string>>& out) {
+  if (j.is_object() && !j.empty()) {
+    for (const auto& item : j.items()) flatten(item.value(), at.empty() ? item.key() : at + "/" + item.key(), out);
+  } else if (j.is_array() && !j.empty()) {
+    for (size_t k = 0; k < j.size(); ++k) flatten(j[k], at + "/" + std::to_string(k), out);
+  } else {
+    out.emplace_back(at, j.is_string() ? j.get<std::string>() : j.dump());
+  }
+}
+
 }  // namespace
 
 namespace {

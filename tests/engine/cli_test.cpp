@@ -419,6 +419,22 @@ TEST(Cli, ProgramRefusesANegativeIteration) {
   EXPECT_NE(last.out.find("iteration 29 (step 29)"), std::string::npos) << last.out;
 }
 
+// docs55 D15: --help pointed to no documentation; its footer names the docs/ files, and each
+// exists in the source tree.
+TEST(Cli, HelpNamesTheDocumentationThatExists) {
+  Result r = cli("--help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Documentation: README.md and docs/ in the source tree"), std::string::npos) << r.out;
+  std::set<std::string> named;
+  for (size_t at = r.out.find("docs/"); at != std::string::npos; at = r.out.find("docs/", at + 1)) {
+    const size_t end = r.out.find(".md", at);
+    if (end != std::string::npos && end - at < 40) named.insert(r.out.substr(at, end + 3 - at));
+  }
+  EXPECT_EQ(named.size(), 4u) << r.out;
+  for (const auto& f : named)
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(EMBEDSCOPE_SOURCE_DIR) / f)) << f;
+}
+
 // tester55 F1: a host_cached table's cache starts empty, so `program --iteration 0` shows the cold
 // start's host-link bytes (as --simulate runs them), not the steady state's; the default
 // iteration is the first steady one, and a note says which. Table u: 10,000 x 16 fp32 (64 B a

@@ -144,6 +144,7 @@ struct LaunchState {
   std::string align = "none";
   int kill_after_s = 120;
   std::string hosts_file;         // --hosts-file: loopback hosts playing nodes ("" none)
+  bool json = false;              // --json before `run`: as run's own --json
   std::vector<std::string> rest;  // "run" and its arguments
 };
 
@@ -356,7 +357,8 @@ void remove_rendezvous_dir(const std::string& dir) {
 
 int cmd_launch(const LaunchState& s) {
   if (s.n < 1) throw es::SpecError("launch -n: give the number of processes, 1 or more");
-  const ChildArgs ca = split_run_args(s.rest);
+  ChildArgs ca = split_run_args(s.rest);
+  ca.json = ca.json || s.json;  // `launch --json -n 4 run ...` as `launch -n 4 run ... --json` (docs55 D17)
   if (const std::string lm = lm_workload_of(ca.args); !lm.empty())
     throw es::SpecError(fmt::format("launch: {} is an lm_embedding workload: {}; run it without launch (`embedscope "
                                     "run`, --devices N for N ranks)", lm, kLmRanksAreThreads));
@@ -776,12 +778,14 @@ Command add_launch_command(CLI::App& app) {
                 "the host of its block, its Gloo device bound there (run --host), the hosts as nodes (run "
                 "--local-world-size)")
       ->check(CLI::ExistingFile);
+  c->add_flag("--json", s->json, "Print the result as JSON (as run's own --json, which may also come after run)");
   c->prefix_command();  // `run` and everything after it are the children's
   return {c, [s, c] {
             s->rest = c->remaining();
             return cmd_launch(*s);
           },
           [s, c] {
+            if (s->json) return true;
             for (const auto& a : c->remaining())
               if (a == "--json") return true;
             return false;

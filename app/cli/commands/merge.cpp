@@ -1,6 +1,7 @@
 // `embedscope merge A.db B.db ... -o ALL.db [--align none|collectives] [--force-overwrite]
 // [--json]`: one session from per-rank sessions (sessions/merge/merge.h).
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -41,6 +42,10 @@ int cmd_merge(const MergeState& s) {
   if (!input_that_is(s.output, s.inputs).empty())  // before the staging: as merge_sessions says it
     throw ss::SessionError(
         fmt::format("{}: the output is one of the inputs; write the merged session elsewhere (-o)", s.output));
+  // a missing input before anything is said or staged (docs55 D12: "merging 2 sessions" came first)
+  for (const auto& in : s.inputs)
+    if (std::error_code ec; !std::filesystem::exists(in, ec))
+      throw ss::SessionError(fmt::format("{}: cannot open: No such file or directory", in));
   // Written under a temporary name beside the output and renamed over it once complete
   // (staged_output.h); Ctrl-C or SIGTERM cancel at once: the temporary session is removed, no
   // half-written session is left and an existing output is as it was (cancel_writes.h).

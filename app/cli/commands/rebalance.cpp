@@ -25,6 +25,7 @@
 
 #include "commands.h"
 #include "embedscope/engine/rebalance/hot_rows.h"
+#include "embedscope/engine/rebalance/move_budget.h"
 #include "embedscope/engine/rebalance/noise.h"
 #include "embedscope/engine/rebalance/plan_in_force.h"
 #include "embedscope/engine/rebalance/policy.h"
@@ -396,6 +397,17 @@ int cmd_rebalance(const RebalanceState& s) {
   rb::Proposal p = rb::propose(spec, plan, load, max_bytes, by_time ? rb::imbalance_noise(per_step_rank) : 0.0);
   const std::optional<rb::GainCheck> noise = by_time ? rb::apply_noise_rule(p, spec, plan, per_step_rank) : std::nullopt;
   const std::string why_not = p.worth_it() ? "" : why_not_text(spec, plan, load, p);
+  // tester55 F6: what smaller budgets reach - the same proposal re-run under each budget that
+  // admits the k smallest of its moves (at most 4 rows), so the user can trade bytes for balance
+  const std::vector<rb::BudgetOption> budgets =
+      p.worth_it() ? rb::budget_trade_off(p, 4,
+                                          [&](int64_t budget) {
+                                            rb::Proposal q = rb::propose(spec, plan, load, budget,
+                                                                         by_time ? rb::imbalance_noise(per_step_rank) : 0.0);
+                                            if (by_time) rb::apply_noise_rule(q, spec, plan, per_step_rank);
+                                            return q;
+                                          })
+                   : std::vector<rb::BudgetOption>{};
   std::set<int64_t> measured;
   for (const auto& c : counters)
     if (c.step >= 0) measured.insert(c.step);  // warmup steps are negative; id_histogram counts measured ones
@@ -473,6 +485,7 @@ int cmd_rebalance(const RebalanceState& s) {
               {"moves", json::array()},
               {"changes", json::array()},
               {"refused", json::array()},
+              {"smaller_budgets", json::array()},
               {"hot_rows", hot ? hot_rows_json(spec, *hot) : json(nullptr)},
               {"plan", es::to_json(spec, p.plan)}};
     // tester49 F12: lookup_time balances each shard's median step x the window's steps
@@ -495,6 +508,10 @@ int cmd_rebalance(const RebalanceState& s) {
     for (const auto& m : p.moves)
       j["moves"].push_back({{"table", spec.tables[static_cast<size_t>(m.table)].name}, {"from", m.from}, {"to", m.to},
                             {"ids", m.ids}, {"bytes", m.bytes}});
+    for (const auto& b : budgets)
+      j["smaller_budgets"].push_back({{"max_bytes_per_move", b.max_bytes_per_move},
+                                      {"imbalance_after_predicted", b.imbalance_after}, {"bytes_moved", b.bytes_moved},
+                                      {"tables_moved", b.tables}, {"worth_it", b.worth_it}});
     for (const auto& r : p.refused)
       j["refused"].push_back({{"table", spec.tables[static_cast<size_t>(r.table)].name}, {"from", r.from}, {"to", r.to},
                               {"bytes", r.bytes}, {"reason", r.reason}});
@@ -551,6 +568,17 @@ int cmd_rebalance(const RebalanceState& s) {
                                               : "    (its shards' ids predicted spread evenly over their rows: the "
                                                 "session has no id_histogram of the table)\n"));
   for (const auto& r : p.refused) std::cout << fmt::format("  refused: {}\n", r.reason);
+  if (!budgets.empty()) {
+    std::cout << fmt::format("budgets      the same proposal under a smaller --max-bytes-per-move (each admits the k "
+                             "smallest moves; one that reaches no more than the budget above it is left out): {} max/mean predicted, "
+                             "bytes moved\n", unit);
+    for (const auto& b : budgets)
+      std::cout << fmt::format("  --max-bytes-per-move {:<12} {:.2f}  {} table(s), {}{}\n", b.max_bytes_per_move,
+                               b.imbalance_after, b.tables, es::format_bytes(b.bytes_moved),
+                               b.worth_it ? "" : "  (not worth it: no move kept)");
+    std::cout << fmt::format("  (this proposal: {:.2f}, {} table(s), {})\n", p.imbalance_after,
+                             p.moves.size() + p.changes.size(), es::format_bytes(p.bytes_moved));
+  }
   if (noise)
     std::cout << fmt::format("noise        gain {:.3f} ({:.1f}% of {:.2f}) against {} x {:.3f} (1.4826 MAD / sqrt({}) of the "
                              "ranks' shares over {} steps) and {}%: {}\n",

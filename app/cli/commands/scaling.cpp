@@ -117,8 +117,16 @@ int cmd_scaling(ScalingState& s) {
     std::cout << dump(j) << "\n";
     return failed != points.end() ? write_failure() : 0;
   }
-  std::cout << "scaling: samples/s per GPU over that of the first size that ran, per sharding type (100% = perfect weak "
-               "scaling); emb comm: the input, output and gradient dists' share of the step (EMBark's figure), comm: "
+  // one baseline for every type (tester55 F3: each type's own first point made column_wise, which
+  // cannot run on 1 GPU, read twice table_wise's efficiency at equal per-GPU throughput)
+  const auto baseline = es::scaling_baseline(points);
+  std::cout << (baseline ? fmt::format("scaling: samples/s per GPU over the baseline, the best at the smallest size any "
+                                       "type ran: {} at {} GPU{}, {:.0f} per GPU (one baseline for every type: equal "
+                                       "per-GPU throughput, equal scaling; 100% = the baseline's rate)",
+                                       es::to_string(baseline->sharding), baseline->gpus, baseline->gpus == 1 ? "" : "s",
+                                       baseline->samples_per_s_per_gpu)
+                         : std::string("scaling: no point ran, so no baseline"));
+  std::cout << "; emb comm: the input, output and gradient dists' share of the step (EMBark's figure), comm: "
                "every collective's; placed by: the planner's placement of that sharding type (time: by estimated time, LPT; bytes: "
                "largest tables first onto the fewest bytes, when its estimate was shorter); all SIMULATED\n";
   if (!s.output.empty()) std::cout << "sessions: " << s.output << "/<sharding>_<gpus>.db\n";

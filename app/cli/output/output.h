@@ -44,7 +44,8 @@ std::string plan_table(const engine::WorkloadSpec& spec, const engine::ShardingP
 
 /// The planned storage per table (engine::estimate_table_storage) as a table: a header line,
 /// then per table its name, data_type, stored rows, low_rank_dim ("-" for a full table), bytes
-/// a row (of A for a low-rank table), weights and optimizer state
+/// a row over its column shards (TableStorageEstimate::row_bytes: an int8 / int4 column shard's
+/// scale and bias each; of A for a low-rank table), weights and optimizer state
 /// (format_bytes), each line ending in '\n'.
 std::string table_storage_text(const engine::WorkloadSpec& spec, const engine::ShardingPlan& plan);
 

@@ -529,8 +529,14 @@ int main(int argc, char** argv) {
     return fail(QString("--compare needs two or more session files; given %1")
                     .arg(sessions.isEmpty() ? QString("none") : QString("only %1").arg(sessions.front())));
   if (headless && !batch && (compare || !scenario.isEmpty()))  // a report has no comparison or scenario page
-    return fail(QString("%1: %2 needs a window; add --screenshot FILE.png to render it, or run where there is a display")
-                    .arg(no_window, compare ? "--compare" : "--scenario"));
+    return fail(compare ? QString("%1: --compare needs a window; add --report -o DIR to write the comparison's report "
+                                  "(PNGs and an index.html), --screenshot FILE.png to render it, or run where there is a "
+                                  "display")
+                              .arg(no_window)
+                        : QString("%1: --scenario needs a window; add --screenshot FILE.png to render it (with "
+                                  "--scenario-sessions DIR for the sessions `embedscope scenario NAME -o DIR` wrote), or "
+                                  "run where there is a display")
+                              .arg(no_window));
   if (headless && !batch) {  // nowhere to show the window: write what it would show
     if (sessions.isEmpty())
       return fail(no_window + ": give a session to write its report (embedscope-ui SESSION.db), or run where there "

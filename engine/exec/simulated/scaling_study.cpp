@@ -102,96 +102,137 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
                                       "(--force-overwrite)", path));
       }
   if (!o.session_dir.empty()) std::filesystem::create_directories(o.session_dir);
-  std::vector<ScalingPoint> out;
   std::optional<std::string> write_failed_at;  // the point whose session could not be written
-  for (ShardingType type : o.shardings) {
-    double first_per_gpu = 0;  // samples/s per GPU of this type's first point that ran
-    for (int gpus : sizes) {
-      ScalingPoint p;
-      p.sharding = type;
-      p.gpus = gpus;
-      const int local = std::min(gpus, per_node);
-      p.nodes = (gpus + local - 1) / local;
-      WorkloadSpec spec = base;
-      spec.devices.backend = Backend::simulated;
-      spec.devices.hardware = o.hardware;
-      spec.devices.memory_bytes = hw.gpu.memory_bytes;
-      spec.devices.count = gpus;
-      spec.sharding.local_world_size = local;
-      spec.sharding.default_type = type;
-      spec.sharding.per_table.clear();
-      if (write_failed_at || (o.cancel && o.cancel->load())) {  // Ctrl-C / SIGTERM: the points after it are not run
-        p.error = write_failed_at ? fmt::format("not run ({}'s session could not be written)", *write_failed_at)
-                                  : "not run (cancelled)";
-        if (o.on_point) o.on_point(p);
-        out.push_back(std::move(p));
-        continue;
-      }
-      try {
-        validate(spec, "scaling study");
-        // TorchRec's planner with sharding_types = {type}: placed by estimated time, not bytes
-        const PlanSearchResult searched = plan_search(spec, hw, PlanSearchOptions{{type}});
-        ShardingPlan plan = searched.plan;
-        p.placement = searched.proposer;
-        // A table with fewer rows than the ranks a row split needs: the search keeps it
-        // table_wise (plan42), which adds a pooled all-to-all to a row_wise point (tester49 F6:
-        // criteo_kaggle row_wise on 8 H100s 0.338 ms a step against 0.280 ms split into empty
-        // shards). The point is the type it is labelled: such a table gets the type too, split
-        // as `run --sharding TYPE` splits it (plan_sharding: some ranks hold no rows).
-        const ShardingPlan uniform = plan_sharding(spec);
-        for (TablePlan& tp : plan.tables) {
-          if (tp.type == type) continue;
-          const auto u = std::find_if(uniform.tables.begin(), uniform.tables.end(),
-                                      [&](const TablePlan& x) { return x.table == tp.table; });
-          const std::string& name = spec.tables[static_cast<size_t>(tp.table)].name;
-          if (u != uniform.tables.end() && u->type == type) {
-            tp = *u;
-            p.empty_shard_tables.push_back(name);
-          } else {
-            p.other_types.emplace_back(name, tp.type);
-          }
-        }
-        TrainerOptions opt;
-        opt.cancel = o.cancel;
-        if (!o.session_dir.empty()) {
-          p.session_path = session_of(type, gpus);
-          opt.session_path = p.session_path;
-          opt.session_overwrite = true;
-        }
-        const RunResult r = run_training(spec, plan, opt);
-        if (r.ended == RunEnd::cancelled) {
-          p.error = r.error.empty() ? "cancelled" : fmt::format("cancelled: {}", r.error);
-        } else if (r.ended != RunEnd::complete) {
-          p.error = fmt::format("{}: {}", to_string(r.ended), r.error);
-          p.write_failed = r.ended == RunEnd::write_failed;
-          if (p.write_failed) p.error += session_room_note(p.session_path);
+  // One point, its figures but the scaling efficiency (set below, from the common baseline).
+  auto run_point = [&](ShardingType type, int gpus) -> ScalingPoint {
+    ScalingPoint p;
+    p.sharding = type;
+    p.gpus = gpus;
+    const int local = std::min(gpus, per_node);
+    p.nodes = (gpus + local - 1) / local;
+    WorkloadSpec spec = base;
+    spec.devices.backend = Backend::simulated;
+    spec.devices.hardware = o.hardware;
+    spec.devices.memory_bytes = hw.gpu.memory_bytes;
+    spec.devices.count = gpus;
+    spec.sharding.local_world_size = local;
+    spec.sharding.default_type = type;
+    spec.sharding.per_table.clear();
+    if (write_failed_at || (o.cancel && o.cancel->load())) {  // Ctrl-C / SIGTERM: the points after it are not run
+      p.error = write_failed_at ? fmt::format("not run ({}'s session could not be written)", *write_failed_at)
+                                : "not run (cancelled)";
+      return p;
+    }
+    try {
+      validate(spec, "scaling study");
+      // TorchRec's planner with sharding_types = {type}: placed by estimated time, not bytes
+      const PlanSearchResult searched = plan_search(spec, hw, PlanSearchOptions{{type}});
+      ShardingPlan plan = searched.plan;
+      p.placement = searched.proposer;
+      // A table with fewer rows than the ranks a row split needs: the search keeps it
+      // table_wise (plan42), which adds a pooled all-to-all to a row_wise point (tester49 F6:
+      // criteo_kaggle row_wise on 8 H100s 0.338 ms a step against 0.280 ms split into empty
+      // shards). The point is the type it is labelled: such a table gets the type too, split
+      // as `run --sharding TYPE` splits it (plan_sharding: some ranks hold no rows).
+      const ShardingPlan uniform = plan_sharding(spec);
+      for (TablePlan& tp : plan.tables) {
+        if (tp.type == type) continue;
+        const auto u = std::find_if(uniform.tables.begin(), uniform.tables.end(),
+                                    [&](const TablePlan& x) { return x.table == tp.table; });
+        const std::string& name = spec.tables[static_cast<size_t>(tp.table)].name;
+        if (u != uniform.tables.end() && u->type == type) {
+          tp = *u;
+          p.empty_shard_tables.push_back(name);
         } else {
-          p.step_time_ns = median(r.step_time_ns, spec.pipeline);
-          p.samples_per_s = p.step_time_ns > 0 ? static_cast<double>(r.samples_per_step) * 1e9 / static_cast<double>(p.step_time_ns) : 0;
-          for (const auto& rk : r.ranks) p.memory_bytes_per_gpu = std::max(p.memory_bytes_per_gpu, rk.memory_bytes);
-          comm_shares(r, gpus, spec.pipeline, p);
-          const double per_gpu = p.samples_per_s / gpus;
-          if (first_per_gpu <= 0) first_per_gpu = per_gpu;
-          p.scaling_efficiency = first_per_gpu > 0 ? per_gpu / first_per_gpu : 0;
+          p.other_types.emplace_back(name, tp.type);
         }
-      } catch (const SpecError& e) {
-        p.error = e.what();
-      } catch (const sessions::SessionError& e) {
-        // the session file could not be made or its first records not written (a full disk:
-        // tester50 F5 read the bare SQLite text, exit 2); the path was checked above
-        p.error = fmt::format("write_failed: {}{}; nothing was recorded", e.what(), session_room_note(p.session_path));
-        p.write_failed = true;
       }
-      if (p.write_failed) write_failed_at = fmt::format("{} {}", to_string(type), gpus);
-      if (!p.error.empty()) {
-        p.error = abbreviate(p.error);
-        p.session_path.clear();
+      TrainerOptions opt;
+      opt.cancel = o.cancel;
+      if (!o.session_dir.empty()) {
+        p.session_path = session_of(type, gpus);
+        opt.session_path = p.session_path;
+        opt.session_overwrite = true;
       }
+      const RunResult r = run_training(spec, plan, opt);
+      if (r.ended == RunEnd::cancelled) {
+        p.error = r.error.empty() ? "cancelled" : fmt::format("cancelled: {}", r.error);
+      } else if (r.ended != RunEnd::complete) {
+        p.error = fmt::format("{}: {}", to_string(r.ended), r.error);
+        p.write_failed = r.ended == RunEnd::write_failed;
+        if (p.write_failed) p.error += session_room_note(p.session_path);
+      } else {
+        p.step_time_ns = median(r.step_time_ns, spec.pipeline);
+        p.samples_per_s = p.step_time_ns > 0 ? static_cast<double>(r.samples_per_step) * 1e9 / static_cast<double>(p.step_time_ns) : 0;
+        for (const auto& rk : r.ranks) p.memory_bytes_per_gpu = std::max(p.memory_bytes_per_gpu, rk.memory_bytes);
+        comm_shares(r, gpus, spec.pipeline, p);
+      }
+    } catch (const SpecError& e) {
+      p.error = e.what();
+    } catch (const sessions::SessionError& e) {
+      // the session file could not be made or its first records not written (a full disk:
+      // tester50 F5 read the bare SQLite text, exit 2); the path was checked above
+      p.error = fmt::format("write_failed: {}{}; nothing was recorded", e.what(), session_room_note(p.session_path));
+      p.write_failed = true;
+    }
+    if (p.write_failed) write_failed_at = fmt::format("{} {}", to_string(type), gpus);
+    if (!p.error.empty()) {
+      p.error = abbreviate(p.error);
+      p.session_path.clear();
+    }
+    return p;
+  };
+  // The baseline of every type's efficiency (tester55 F3): the best samples/s per GPU at the
+  // smallest size any type ran. So the smallest size runs for every type first (and the next
+  // size, for every type, while none ran); the points are handed out in type-major order, each
+  // as soon as the points before it were: a point that ran once the baseline is known, one with
+  // an error at once (a 1-GPU refusal prints while the next size runs: the sigterm test waits on it).
+  const size_t types = o.shardings.size();
+  std::vector<std::optional<ScalingPoint>> slot(types * sizes.size());  // type-major
+  const auto at = [&](size_t type, size_t size) -> std::optional<ScalingPoint>& { return slot[type * sizes.size() + size]; };
+  std::optional<ScalingBaseline> baseline;
+  bool baseline_known = false;
+  std::vector<ScalingPoint> out;
+  const auto hand_out = [&] {
+    while (out.size() < slot.size()) {
+      std::optional<ScalingPoint>& next = slot[out.size()];
+      if (!next || (next->error.empty() && !baseline_known)) return;
+      ScalingPoint p = std::move(*next);
+      if (p.error.empty() && baseline && baseline->samples_per_s_per_gpu > 0 && p.gpus > 0)
+        p.scaling_efficiency = p.samples_per_s / p.gpus / baseline->samples_per_s_per_gpu;
       if (o.on_point) o.on_point(p);
       out.push_back(std::move(p));
     }
+  };
+  for (size_t g = 0; g < sizes.size() && !baseline_known; ++g) {
+    std::vector<ScalingPoint> here;
+    for (size_t k = 0; k < types; ++k) {
+      at(k, g) = run_point(o.shardings[k], sizes[g]);
+      here.push_back(*at(k, g));
+      hand_out();
+    }
+    baseline = scaling_baseline(here);
+    baseline_known = baseline.has_value() || g + 1 == sizes.size();
   }
+  baseline_known = true;
+  hand_out();
+  for (size_t k = 0; k < types; ++k)
+    for (size_t g = 0; g < sizes.size(); ++g) {
+      if (!at(k, g)) at(k, g) = run_point(o.shardings[k], sizes[g]);
+      hand_out();
+    }
   return out;
+}
+
+std::optional<ScalingBaseline> scaling_baseline(const std::vector<ScalingPoint>& points) {
+  std::optional<ScalingBaseline> best;
+  for (const ScalingPoint& p : points) {
+    if (!p.error.empty() || p.gpus < 1) continue;
+    const double per_gpu = p.samples_per_s / p.gpus;
+    if (!best || p.gpus < best->gpus || (p.gpus == best->gpus && per_gpu > best->samples_per_s_per_gpu))
+      best = ScalingBaseline{p.sharding, p.gpus, per_gpu};
+  }
+  return best;
 }
 
 nlohmann::json to_json(const ScalingStudy& st) {
@@ -199,6 +240,11 @@ nlohmann::json to_json(const ScalingStudy& st) {
                       {"simulated", true},             {"gpus_per_node", st.gpus_per_node},
                       {"batch_size_per_gpu", st.batch_size_per_gpu}, {"steps", st.steps},
                       {"points", nlohmann::json::array()}};
+  // the efficiencies' common baseline (tester55 F3); null when no point ran
+  if (const auto b = scaling_baseline(st.points))
+    j["baseline"] = {{"sharding", to_string(b->sharding)}, {"gpus", b->gpus}, {"samples_per_s_per_gpu", b->samples_per_s_per_gpu}};
+  else
+    j["baseline"] = nullptr;
   for (const ScalingPoint& p : st.points) {
     nlohmann::json q = {{"sharding", to_string(p.sharding)}, {"gpus", p.gpus}, {"nodes", p.nodes}};
     if (!p.error.empty()) {

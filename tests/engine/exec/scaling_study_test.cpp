@@ -105,8 +105,9 @@ TEST(ScalingStudy, EachPointIsTheSimulatedRunAtThatSize) {
     std::sort(t.begin(), t.end());
     EXPECT_EQ(p.step_time_ns, t[1]);
     EXPECT_DOUBLE_EQ(p.samples_per_s, static_cast<double>(base.batch_size * p.gpus) * 1e9 / static_cast<double>(t[1]));
-    const es::ScalingPoint& first = points[k < 4 ? 0 : 4];
-    EXPECT_DOUBLE_EQ(p.scaling_efficiency, (p.samples_per_s / p.gpus) / (first.samples_per_s / first.gpus));
+    // one baseline for every type (misc55, tester55 F3): the best per-GPU rate at 1 GPU
+    const double base = std::max(points[0].samples_per_s, points[4].samples_per_s);
+    EXPECT_DOUBLE_EQ(p.scaling_efficiency, (p.samples_per_s / p.gpus) / base);
     // comm shares from the session's ops
     ASSERT_EQ(p.session_path, (dir / (std::string(es::to_string(p.sharding)) + "_" + std::to_string(p.gpus) + ".db")).string());
     int64_t measured = 0;
@@ -124,7 +125,7 @@ TEST(ScalingStudy, EachPointIsTheSimulatedRunAtThatSize) {
     EXPECT_EQ(p.memory_bytes_per_gpu, peak);
     EXPECT_GT(peak, 0);
   }
-  EXPECT_DOUBLE_EQ(points[0].scaling_efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(std::max(points[0].scaling_efficiency, points[4].scaling_efficiency), 1.0);
   fs::remove_all(dir);
 }
 

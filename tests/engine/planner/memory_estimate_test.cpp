@@ -174,8 +174,9 @@ TEST(MemoryEstimate, TableStorageCountsStoredRowsOfEveryShard) {
   EXPECT_EQ(st[1].row_bytes, 8);
   EXPECT_EQ(st[1].weight_bytes, 80);
   EXPECT_EQ(st[1].optimizer_state_bytes, 10 * 4 * 8);
-  EXPECT_EQ(st[2].row_bytes, 12);
+  EXPECT_EQ(st[2].row_bytes, 2 * (2 + 8));  // a row over its column shards (misc55, tester55 F5: 12)
   EXPECT_EQ(st[2].weight_bytes, 2 * 1000 * 10);
+  EXPECT_EQ(st[3].row_bytes, 16);  // a data_parallel row once, its replicas in the weights
   EXPECT_EQ(st[3].data_type, TableDataType::fp32);
   EXPECT_EQ(st[3].weight_bytes, 4 * 1000 * 16);
   EXPECT_EQ(st[3].optimizer_state_bytes, 4 * 1000 * 4 * 8);

@@ -413,3 +413,15 @@ TEST(Merge, ADirectoryImportOnTheTracesClocksSaysAClockDisagreementToo) {
   import_into({trace_fixture("align")}, "aligned_none.db");
   EXPECT_FALSE(disagreement(scratch_db("aligned_none.db")).has_value());
 }
+
+// docs55 D12: a missing input is named before anything is said or staged ("merge: merging 2
+// sessions into all.db" came first), exit 2, no output left.
+TEST(Merge, AMissingInputIsNamedBeforeTheMergeIsAnnounced) {
+  const std::string missing = scratch_db("d12_no_such.db"), out = scratch_db("d12_all.db");
+  std::filesystem::remove(missing);
+  std::filesystem::remove(out);
+  const auto r = merge_cli("merge " + missing + " " + missing + "2 -o " + out);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err, "error: " + missing + ": cannot open: No such file or directory\n");
+  EXPECT_FALSE(std::filesystem::exists(out));
+}

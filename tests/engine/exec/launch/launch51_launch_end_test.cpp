@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "embedscope/sessions/analysis/analysis.h"
+#include <nlohmann/json.hpp>
+
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
 
@@ -142,4 +144,19 @@ TEST(Launch51LaunchEnd, KillAfterHelpSaysItIsNotATimeLimit) {
                            "SIGKILL",
                            "While no rank has failed, nothing is stopped however long the run takes", "=120"})
     EXPECT_NE(help.find(said), std::string::npos) << said << "\n" << help;
+}
+
+// docs55 D17: `launch --json -n 2 run ...` was refused ("give the command to launch") although
+// `launch -n 2 run ... --json` worked; --json before `run` is launch's own flag now, the same
+// JSON result (the merged session, its ranks, how it ended).
+TEST(Launch51LaunchEnd, JsonBeforeRunIsLaunchsOwnFlag) {
+  const fs::path dir = launch51e_scratch("json");
+  const std::string db = (dir / "j.db").string();
+  const auto r = ts::run_cli(EMBEDSCOPE_CLI, "launch --json -n 2 run --preset tiny --steps 2 --warmup-steps 0 -o " + db, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["ended"], "complete");
+  EXPECT_EQ(j["session"], db);
+  EXPECT_EQ(launch51e_steps(db, 1), 2);
 }

@@ -160,7 +160,10 @@ nlohmann::json to_json(const HardwareProfile& p);
 /// start, waiting for peers left out), the mean over ranks, the median over steps, both ns.
 struct CalibrationCheck {
   std::string session;
-  std::string workload;        ///< "criteo_kaggle, 4 ranks, row_wise, base" for people
+  /// for people: name, ranks, the types of the plan run (sessions::plan_types, as compare says
+  /// them) and the pipeline: "criteo_kaggle, 4 ranks, 26 row_wise, base",
+  /// "tiny, 2 ranks, 5 table_wise + 1 row_wise + 2 column_wise, base"
+  std::string workload;
   int ranks = 0;
   int64_t measured_ns = 0, simulated_ns = 0;
   int64_t measured_comm_ns = 0, simulated_comm_ns = 0;

@@ -209,8 +209,10 @@ class NoPlanFits : public SpecError {
 
 /// Searches for the plan with the shortest estimated critical path (plan_stats) that fits the
 /// devices' memory, timed with `hw`. Throws SpecError what plan_sharding throws for an invalid
-/// override, SpecError "/tables/N (name): none of the sharding types ..." when
-/// options.sharding_types leaves a table nothing it allows, and NoPlanFits (above) naming the
+/// override, SpecError "/tables/N (name): none of the sharding types ...: <why each is not
+/// allowed> (it allows ...)" when options.sharding_types leaves a table nothing it allows (e.g.
+/// "column_wise splits a table's columns over 2 ranks or more: on 1 rank its one column shard
+/// would hold every column, which is table_wise"), and NoPlanFits (above) naming the
 /// candidate of the smallest overflow when no candidate fits.
 PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw,
                              const PlanSearchOptions& options = {});

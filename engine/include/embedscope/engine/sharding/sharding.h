@@ -161,7 +161,11 @@ struct TableStorageEstimate {
   int table = 0;                     ///< index into WorkloadSpec::tables
   TableDataType data_type = TableDataType::fp32;
   int64_t rows = 0;                  ///< stored rows: hash_size when hashing, else num_embeddings
-  /// bytes of one full row (quant/row_codec.h: row_bytes(data_type, embedding_dim)); a low-rank
+  /// bytes of one row as stored, over its column shards: the sum over the plan's distinct
+  /// column ranges of row_bytes(data_type, their width) (quant/row_codec.h), so an int8 / int4
+  /// column shard's own 8-byte scale and bias count once per shard (16 x int8 over 2 column
+  /// shards: 2 x (8 + 8) = 32; table_wise: 16 + 8 = 24); rows x row_bytes = weight_bytes for a
+  /// table stored once (a data_parallel table's replicas multiply it, tester55 F5); a low-rank
   /// table: of one row of A, 4 low_rank_dim
   int64_t row_bytes = 0;
   int64_t low_rank_dim = 0;          ///< TableSpec::low_rank_dim (0: a full table)

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -188,6 +190,12 @@ std::string what_it_ran(const SessionReader& s);
 /// ", placement 2"), no cap. Never throws (a malformed JSON value counts as missing).
 std::vector<std::string> differing_settings(const std::vector<const SessionReader*>& sessions, size_t max_settings = 6,
                                             bool verbose = false);
+
+/// The types of a sharding plan (a session's sharding_plan_json: "tables" of "sharding_type"),
+/// counted in order of first appearance: "26 table_wise", "20 table_wise + 6 row_wise" ("?" for a
+/// table without a type; "" when the plan has no "tables" array). How compare names a session's
+/// plan ("plan 7 table_wise") and calibrate labels its checks (tester55 F7). Never throws.
+std::string plan_types(const nlohmann::json& plan);
 
 /// What a comparison calls each of several session files: the file name, or where two files
 /// share it (run1/criteo.db, run3/criteo.db: tester40 #1), the shortest tail of their paths that
