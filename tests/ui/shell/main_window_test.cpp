@@ -446,8 +446,12 @@ TEST(Report, WithoutAnyDisplayTheSessionArgumentWritesTheReport) {
     EXPECT_NE(e.find(flag == "--scenario-sessions" ? "--scenario-sessions goes with --scenario" : flag + " needs a window"),
               std::string::npos) << args << ": " << e;
     // what works there instead (docs55 D11: a comparison's report was not suggested)
-    if (flag == "--compare") EXPECT_NE(e.find("add --report -o DIR to write the comparison's report"), std::string::npos) << e;
-    if (flag == "--scenario") EXPECT_NE(e.find("add --screenshot FILE.png to render it (with --scenario-sessions DIR"), std::string::npos) << e;
+    if (flag == "--compare") {
+      EXPECT_NE(e.find("add --report -o DIR to write the comparison's report"), std::string::npos) << e;
+    }
+    if (flag == "--scenario") {
+      EXPECT_NE(e.find("add --screenshot FILE.png to render it (with --scenario-sessions DIR"), std::string::npos) << e;
+    }
     EXPECT_FALSE(std::filesystem::exists(dir / "run-report")) << args;
   }
 }
