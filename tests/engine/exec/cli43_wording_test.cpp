@@ -94,6 +94,11 @@ TEST(Cli43Wording, ScalingFootnoteSaysPercent) {
   const auto r = cli43_wording_cli("scaling --preset tiny --simulate h100_sxm --gpus 8 --steps 1");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("   100.0% "), std::string::npos) << r.out;  // the column
-  EXPECT_NE(r.out.find("per sharding type (100% = perfect weak scaling); "), std::string::npos) << r.out;
+  // one baseline for every type (misc55, tester55 F3), in percent
+  EXPECT_NE(r.out.find("scaling: samples/s per GPU over the baseline, the best at the smallest size any type ran: "
+                       "table_wise at 8 GPUs, "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("100% = the baseline's rate); "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("1 = perfect"), std::string::npos) << r.out;
 }

@@ -4,12 +4,15 @@
 // efficiency at equal per-GPU throughput); its 1-GPU refusal says why.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/exec/scaling_study.h"
+#include "embedscope/engine/workload/json_kind.h"
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/engine/workload/spec.h"
 
@@ -55,10 +58,15 @@ TEST(Misc55, ScalingBaselineIsTheBestPerGpuRateAtTheSmallestSizeThatRan) {
   EXPECT_EQ(b->gpus, 2);
   EXPECT_DOUBLE_EQ(b->samples_per_s_per_gpu, 180.0);
   EXPECT_FALSE(es::scaling_baseline({point(T::table_wise, 1, 0, "refused")}));
-  // the JSON says it
+  // the JSON says it, after the key a study is recognised by (its dump's first)
   es::ScalingStudy st{"w", "p", 2, 8, 2, {point(T::table_wise, 1, 100), point(T::column_wise, 2, 180)}};
   const nlohmann::json j = es::to_json(st);
-  EXPECT_EQ(j["baseline"], nlohmann::json({{"sharding", "table_wise"}, {"gpus", 1}, {"samples_per_s_per_gpu", 100.0}}));
+  EXPECT_EQ(j["efficiency_baseline"], nlohmann::json({{"sharding", "table_wise"}, {"gpus", 1}, {"samples_per_s_per_gpu", 100.0}}));
+  EXPECT_EQ(j.dump().rfind("{\"batch_size_per_gpu\"", 0), 0u) << j.dump();
+  const std::string file = (std::filesystem::temp_directory_path() / "misc55_study.json").string();
+  std::ofstream(file) << j.dump(2);
+  EXPECT_EQ(es::json_file_kind(file), es::JsonFileKind::scaling_study);
+  std::filesystem::remove(file);
 }
 
 TEST(Misc55, ColumnWiseIsScaledAgainstTheSameBaselineAsTableWise) {

@@ -125,7 +125,8 @@ struct ScalingStudy {
 };
 
 /// {"workload", "hardware", "simulated": true, "gpus_per_node", "batch_size_per_gpu", "steps",
-///  "baseline": {"sharding", "gpus", "samples_per_s_per_gpu"} or null (scaling_baseline),
+///  "efficiency_baseline": {"sharding", "gpus", "samples_per_s_per_gpu"} or null (scaling_baseline;
+///  dumped after "batch_size_per_gpu", the key a study is recognised by),
 ///  "points": [{"sharding", "gpus", "nodes", "error"} or {"sharding", "gpus", "nodes",
 ///  "step_time_ns", "samples_per_s", "samples_per_s_per_gpu", "scaling_efficiency",
 ///  "embedding_comm_share", "comm_share", "memory_bytes_per_gpu", "session"?}]}
