@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <thread>
 
@@ -425,10 +426,11 @@ TEST(Cli, HelpNamesTheDocumentationThatExists) {
   Result r = cli("--help");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("Documentation: README.md and docs/ in the source tree"), std::string::npos) << r.out;
-  std::set<std::string> named;
+  std::set<std::string> named;  // docs/NAME.md
   for (size_t at = r.out.find("docs/"); at != std::string::npos; at = r.out.find("docs/", at + 1)) {
-    const size_t end = r.out.find(".md", at);
-    if (end != std::string::npos && end - at < 40) named.insert(r.out.substr(at, end + 3 - at));
+    size_t end = at + 5;
+    while (end < r.out.size() && (std::islower(static_cast<unsigned char>(r.out[end])) || r.out[end] == '-')) ++end;
+    if (r.out.compare(end, 3, ".md") == 0) named.insert(r.out.substr(at, end + 3 - at));
   }
   EXPECT_EQ(named.size(), 4u) << r.out;
   for (const auto& f : named)
