@@ -10,35 +10,17 @@
 
 #include "embedscope/engine/comm/flight_recorder.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "support/gloo_ranks.h"
 
 using namespace embedscope::engine;
 using namespace std::chrono_literals;
 
 namespace {
-// Runs fn(group) on `n` threads, one rank each; returns each rank's exception message ("" if none).
-std::vector<std::string> on_ranks(int n, std::chrono::milliseconds timeout,
-                                  const std::function<void(ProcessGroup&)>& fn) {
-  auto rv = Rendezvous::in_process();
-  std::vector<int> members(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) members[static_cast<size_t>(i)] = i;
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      ProcessGroup pg(rv, "world", members, r, timeout);
-      try {
-        fn(pg);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
+using embedscope::test_support::on_gloo_ranks;
 }  // namespace
 
 TEST(ProcessGroup, CollectivesGiveHandComputedValues) {
-  auto errors = on_ranks(3, 10s, [](ProcessGroup& pg) {
+  auto errors = on_gloo_ranks(3, 10s, [](ProcessGroup& pg) {
     const int r = pg.rank();
     // all-to-all(v): rank r sends (j + 1) copies of 10 r + j to rank j
     std::vector<int64_t> send, sc(3), rc(3, r + 1);
@@ -77,7 +59,7 @@ TEST(ProcessGroup, CollectivesGiveHandComputedValues) {
 }
 
 TEST(ProcessGroup, AllReduceMaxTakesTheElementwiseMaximum) {
-  auto errors = on_ranks(3, 10s, [](ProcessGroup& pg) {
+  auto errors = on_gloo_ranks(3, 10s, [](ProcessGroup& pg) {
     const auto r = static_cast<float>(pg.rank());
     std::vector<float> v{r, -r, 2.5f};  // maxima over ranks 0, 1, 2: 2, 0, 2.5
     pg.all_reduce_max("max", v.data(), 3);
@@ -89,7 +71,7 @@ TEST(ProcessGroup, AllReduceMaxTakesTheElementwiseMaximum) {
 }
 
 TEST(ProcessGroup, SplitMismatchNamesThePairOnEveryRank) {
-  auto errors = on_ranks(3, 10s, [](ProcessGroup& pg) {
+  auto errors = on_gloo_ranks(3, 10s, [](ProcessGroup& pg) {
     std::vector<int64_t> sc(3, 1), rc(3, 1);
     if (pg.rank() == 0) sc[1] = 2;  // rank 0 sends 2 to rank 1, which expects 1
     std::vector<int64_t> send(4), recv(3);
@@ -106,7 +88,7 @@ TEST(ProcessGroup, TimeoutNamesOpSequenceAndMissingRank) {
   auto done_future = done.get_future().share();
   std::atomic<int> finished{0};
   const auto t0 = std::chrono::steady_clock::now();
-  auto errors = on_ranks(3, 700ms, [&](ProcessGroup& pg) {
+  auto errors = on_gloo_ranks(3, 700ms, [&](ProcessGroup& pg) {
     float v = 1;
     pg.all_reduce_sum("warm", &v, 1);  // sequence 1: everyone arrives
     if (pg.rank() == 2) {             // rank 2 never arrives at sequence 2, but stays connected
@@ -142,7 +124,7 @@ TEST(ProcessGroup, ClosingConnectionsFailsABlockedPeerAtOnce) {
   std::chrono::steady_clock::duration rank1_blocked{};
   std::string after_close;
   bool rank1_timed_out = true;
-  auto errors = on_ranks(2, 20000ms, [&](ProcessGroup& pg) {
+  auto errors = on_gloo_ranks(2, 20000ms, [&](ProcessGroup& pg) {
     float v = 1;
     pg.all_reduce_sum("warm", &v, 1);  // sequence 1: both arrive, the pair is connected
     if (pg.rank() == 0) {              // never arrives at sequence 2: closes instead
@@ -203,7 +185,7 @@ TEST(ProcessGroup, ClosingConnectionsFailsThisRanksOwnBlockedCollective) {
   std::vector<int> missing{-1};
   bool timed_out = true;
   uint64_t sequence = 0;
-  auto errors = on_ranks(2, 60000ms, [&](ProcessGroup& pg) {
+  auto errors = on_gloo_ranks(2, 60000ms, [&](ProcessGroup& pg) {
     float v = 1;
     pg.all_reduce_sum("warm", &v, 1);  // sequence 1: both arrive, the pairs are connected
     if (pg.rank() == 1) {               // never arrives at sequence 2; keeps its group open
@@ -261,7 +243,7 @@ TEST(NetworkEmulation, TransferTimeArithmetic) {
 
 TEST(NetworkEmulation, LinkClassesFollowLocalWorldSize) {
   // 4 ranks, 2 per node: rank 0's peer 1 is intra-node, 2 and 3 inter-node.
-  auto errors = on_ranks(4, 10s, [](ProcessGroup& pg) {
+  auto errors = on_gloo_ranks(4, 10s, [](ProcessGroup& pg) {
     NetworkSpec net;
     net.intra_node = {int64_t{1} << 30, 0};        // 1 GiB/s
     net.inter_node = {100 << 20, 1'000'000};       // 100 MiB/s, 1 ms
@@ -317,7 +299,7 @@ TEST(NetworkEmulation, CollectiveDurationOfTheLinkModel) {
 TEST(NetworkEmulation, TransferHeldForTheModelledDuration) {
   constexpr int64_t kBytes = 16 << 20, kBandwidth = 64 << 20;
   std::vector<int64_t> elapsed(2), records_bytes(2), records_ns(2), modelled(2);
-  auto errors = on_ranks(2, 20s, [&](ProcessGroup& pg) {
+  auto errors = on_gloo_ranks(2, 20s, [&](ProcessGroup& pg) {
     NetworkSpec net;
     net.intra_node = {kBandwidth, 0};
     pg.set_network(net, 2);
@@ -357,7 +339,7 @@ TEST(NetworkEmulation, TransferHeldForTheModelledDuration) {
 // is the split-size exchange, which is not paced).
 TEST(NetworkEmulation, TransferSlowerThanTheTimeoutFailsAtTheTimeout) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto errors = on_ranks(2, 300ms, [](ProcessGroup& pg) {
+  auto errors = on_gloo_ranks(2, 300ms, [](ProcessGroup& pg) {
     NetworkSpec net;
     net.intra_node = {1000, 0};
     pg.set_network(net, 2);
@@ -386,7 +368,7 @@ TEST(QuantizedComms, HalfTheBytesAndRoundedValues) {
   for (CommPrecision p : {CommPrecision::fp32, CommPrecision::fp16, CommPrecision::bf16}) {
     std::vector<std::string> dtypes(2);
     std::vector<int64_t> bytes(2);
-    auto errors = on_ranks(2, 10s, [&](ProcessGroup& pg) {
+    auto errors = on_gloo_ranks(2, 10s, [&](ProcessGroup& pg) {
       embedscope::profiler::RunClock clock;
       pg.set_observer(&clock, [&](embedscope::sessions::CollectiveRecord&& r) {
         if (r.name == std::string("q")) {

@@ -162,7 +162,9 @@ void a2a_script(Collectives& c, int r, const detail::IntraDeviceOps* device) {
   }
   for (int s = 0; s < 3; ++s)
     for (int k = 0; k <= r; ++k) EXPECT_EQ(recv[static_cast<size_t>(s * (r + 1) + k)], 10 * s + r) << "rank " << r;
-  if (r != 1) EXPECT_EQ(recv2, (std::vector<int64_t>{r, r, 200 + r, 200 + r})) << "rank " << r;
+  if (r != 1) {
+    EXPECT_EQ(recv2, (std::vector<int64_t>{r, r, 200 + r, 200 + r})) << "rank " << r;
+  }
   EXPECT_EQ(c.counters().collectives, 4);  // two split checks
   EXPECT_EQ(c.next_sequence(), 5u);
 }

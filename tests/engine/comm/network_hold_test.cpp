@@ -11,30 +11,10 @@
 
 #include "embedscope/engine/comm/collective_math.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "support/gloo_ranks.h"
 
 using namespace embedscope::engine;
 using namespace std::chrono_literals;
-
-namespace {
-std::vector<std::string> hold_on_ranks(int n, const std::function<void(ProcessGroup&)>& fn) {
-  auto rv = Rendezvous::in_process();
-  std::vector<int> members(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) members[static_cast<size_t>(i)] = i;
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      ProcessGroup pg(rv, "world", members, r, 20s);
-      try {
-        fn(pg);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-}  // namespace
 
 // Max-min fair share of a sender's port: flows of 100, 300 and 600 B at 1000 B/s end when the
 // port has pushed 3 x 100 = 300 B, 100 + 2 x 300 = 700 B and 1000 B.
@@ -98,7 +78,7 @@ TEST(NetworkHold, EarlyRanksWaitForTheLastArrivalsLinkTime) {
   ASSERT_EQ(ring, 80'000);
   embedscope::profiler::RunClock clock;
   std::vector<int64_t> start(3), end(3), a2a_start(3), a2a_end(3), ring_ns(3), a2a_ns(3);
-  auto errors = hold_on_ranks(3, [&](ProcessGroup& pg) {
+  auto errors = embedscope::test_support::on_gloo_ranks(3, 20s, [&](ProcessGroup& pg) {
     NetworkSpec net;
     net.intra_node = {2'000'000, 0};
     pg.set_network(net, 3);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "support/gloo_ranks.h"
 #include "embedscope/engine/cost/network_floor.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/run.h"
@@ -213,25 +214,6 @@ TEST(NetworkFloor, MemberFloorsAreTheEmulationsReleaseFromTheLastArrival) {
 namespace {
 namespace fs = std::filesystem;
 
-// Runs `fn` on n ranks (threads) of one in-process Gloo group "world"; each rank's error text.
-std::vector<std::string> floor_on_ranks(int n, const std::function<void(es::ProcessGroup&)>& fn) {
-  auto rv = es::Rendezvous::in_process();
-  std::vector<int> members(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) members[static_cast<size_t>(i)] = i;
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      es::ProcessGroup pg(rv, "world", members, r, std::chrono::seconds(20));
-      try {
-        fn(pg);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
 }  // namespace
 
 // The real emulation against the prediction, for the same collective: the brief's uneven
@@ -256,7 +238,7 @@ TEST(NetworkFloor, RealEmulatedCollectiveHoldsEachMemberForThePredictedFloor) {
 
   embedscope::profiler::RunClock clock;
   std::vector<int64_t> start(3), end(3), held(3);
-  const auto errors = floor_on_ranks(3, [&](es::ProcessGroup& pg) {
+  const auto errors = embedscope::test_support::on_gloo_ranks(3, std::chrono::seconds(20), [&](es::ProcessGroup& pg) {
     pg.set_network(net, 3);
     const auto me = static_cast<size_t>(pg.rank());
     pg.set_observer(&clock, [&, me](embedscope::sessions::CollectiveRecord&& r) {

@@ -106,8 +106,8 @@ TEST(ScalingStudy, EachPointIsTheSimulatedRunAtThatSize) {
     EXPECT_EQ(p.step_time_ns, t[1]);
     EXPECT_DOUBLE_EQ(p.samples_per_s, static_cast<double>(base.batch_size * p.gpus) * 1e9 / static_cast<double>(t[1]));
     // one baseline for every type (misc55, tester55 F3): the best per-GPU rate at 1 GPU
-    const double base = std::max(points[0].samples_per_s, points[4].samples_per_s);
-    EXPECT_DOUBLE_EQ(p.scaling_efficiency, (p.samples_per_s / p.gpus) / base);
+    const double baseline = std::max(points[0].samples_per_s, points[4].samples_per_s);
+    EXPECT_DOUBLE_EQ(p.scaling_efficiency, (p.samples_per_s / p.gpus) / baseline);
     // comm shares from the session's ops
     ASSERT_EQ(p.session_path, (dir / (std::string(es::to_string(p.sharding)) + "_" + std::to_string(p.gpus) + ".db")).string());
     int64_t measured = 0;

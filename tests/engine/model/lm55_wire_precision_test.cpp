@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "support/gloo_ranks.h"
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/lm_run.h"
 #include "embedscope/engine/program/lm_program.h"
@@ -35,25 +36,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Runs fn(group) on `n` threads, one rank each; returns each rank's exception message ("" if none).
-std::vector<std::string> on_ranks(int n, const std::function<void(ProcessGroup&)>& fn) {
-  auto rv = Rendezvous::in_process();
-  std::vector<int> members(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) members[static_cast<size_t>(i)] = i;
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      ProcessGroup pg(rv, "world", members, r, 10s);
-      try {
-        fn(pg);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
 
 // bf16 has 8 significant bits: 1 + 2^-8 is the tie between 1 and 1 + 2^-7 (rounds to even: 1).
 TEST(Lm55AllReduceQ, RoundsEveryTermThenTheSum) {
@@ -61,7 +43,7 @@ TEST(Lm55AllReduceQ, RoundsEveryTermThenTheSum) {
   std::vector<std::vector<float>> got(3);
   std::vector<std::string> dtype(3);
   std::vector<int64_t> sent(3);
-  const auto errors = on_ranks(3, [&](ProcessGroup& pg) {
+  const auto errors = embedscope::test_support::on_gloo_ranks(3, 10s, [&](ProcessGroup& pg) {
     embedscope::profiler::RunClock clock;
     pg.set_observer(&clock, [&](embedscope::sessions::CollectiveRecord&& r) {
       dtype[static_cast<size_t>(pg.rank())] = r.dtype;
