@@ -82,6 +82,9 @@ TEST(Ui44ScalingReport, AScalingStudyIsWrittenAsItsPage) {
   const std::string ui = "QT_QPA_PLATFORM=offscreen '" + std::string(EMBEDSCOPE_UI) + "' ";
   auto r = ui44_run(ui + "--report '" + study.string() + "' -o '" + (dir / "rep").string() + "'");
   EXPECT_EQ(r.code, 0) << r.out;
+  // a study opens on its page: nothing is imported (it said "importing study.json into study.db")
+  EXPECT_EQ(r.out.find("importing"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "study.db"));
   const QImage page(QString::fromStdString((dir / "rep" / "scaling.png").string()));
   ASSERT_FALSE(page.isNull()) << r.out;
   EXPECT_EQ(page.width(), 1600);
@@ -94,6 +97,7 @@ TEST(Ui44ScalingReport, AScalingStudyIsWrittenAsItsPage) {
   r = ui44_run("cd '" + dir.string() + "' && " + ui + "study.json");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("the report of study.json is in study-report/index.html"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("importing"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir / "study-report" / "scaling.png"));
   fs::remove_all(dir);
 }

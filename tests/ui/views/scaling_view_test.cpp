@@ -60,12 +60,18 @@ TEST(ScalingView, PlotsEveryPointThatRanAndNamesTheOnesThatDidNot) {
         const double want = m == 0   ? p.samples_per_s
                             : m == 1 ? 100 * p.scaling_efficiency
                             : m == 2 ? 100 * p.embedding_comm_share
-                                     : static_cast<double>(p.memory_bytes_per_gpu) / (1024.0 * 1024.0 * 1024.0);
+                                     : static_cast<double>(p.memory_bytes_per_gpu) / 1024.0;  // KiB, below
         EXPECT_DOUBLE_EQ(data->at(k)->value, want) << m << " " << t << " " << k;
       }
     }
   }
   EXPECT_EQ(view->plot(1)->graph(0)->data()->at(0)->value, 100.0);  // the first size is the reference
+  // tiny's shards take tens of KiB a GPU: the memory plot reads in KiB, not 1e-5 GiB
+  for (const auto& p : points)
+    if (p.error.empty()) {
+      EXPECT_TRUE(p.memory_bytes_per_gpu >= 1024 && p.memory_bytes_per_gpu < 1024 * 1024) << p.memory_bytes_per_gpu;
+    }
+  EXPECT_EQ(view->plot(3)->yAxis->label(), "KiB");
   QTableWidget* table = view->table();
   ASSERT_EQ(table->rowCount(), 8);
   EXPECT_EQ(table->item(3, 1)->text(), "16");
@@ -97,4 +103,33 @@ TEST(ScalingView, ABadStudyFileNamesTheKey) {
   std::ofstream(path) << j.dump();
   EXPECT_TRUE(w.open_path(QString::fromStdString(path), true).contains("/points/0/sharding"));
   std::filesystem::remove(path);
+}
+
+// The caption names the baseline every efficiency is relative to, as `embedscope scaling` prints it:
+// table_wise 1 GPU 100 samples/s, column_wise refused at 1 GPU and 180 samples/s at 2 GPUs, so the
+// baseline is table_wise at 1 GPU, 100 per GPU (column_wise at 2 GPUs reads 90 %).
+TEST(ScalingView, TheCaptionNamesTheEfficiencyBaseline) {
+  using T = engine::ShardingType;
+  auto point = [](T type, int gpus, double samples_per_s, const std::string& error) {
+    engine::ScalingPoint p;
+    p.sharding = type;
+    p.gpus = gpus;
+    p.nodes = 1;
+    p.samples_per_s = samples_per_s;
+    p.error = error;
+    p.memory_bytes_per_gpu = error.empty() ? 1536 * 1024 : 0;
+    return p;
+  };
+  const engine::ScalingStudy study{"w", "p", 2, 8, 2,
+                                   {point(T::table_wise, 1, 100, ""), point(T::column_wise, 1, 0, "refused"),
+                                    point(T::column_wise, 2, 180, "")}};
+  ScalingView view(study);
+  // memory: 1.5 MiB at most reads in MiB
+  EXPECT_EQ(view.plot(3)->yAxis->label(), "MiB");
+  EXPECT_DOUBLE_EQ(view.plot(3)->graph(0)->data()->at(0)->value, 1.5);
+  const QString caption = view.caption()->text();
+  EXPECT_TRUE(caption.contains("the best at the smallest size any type ran: table_wise at 1 GPU, 100 samples/s per GPU"))
+      << caption.toStdString();
+  const engine::ScalingStudy none{"w", "p", 2, 8, 2, {point(T::table_wise, 1, 0, "refused")}};
+  EXPECT_TRUE(ScalingView(none).caption()->text().contains("no point ran, so no baseline"));
 }
