@@ -13,6 +13,7 @@
 #include "embedscope/sessions/importers/torch_memory_snapshot/import.h"
 #include "embedscope/sessions/importers/torch_memory_snapshot/pickle.h"
 #include "importers/common/input_file.h"
+#include "store/held_files.h"
 
 namespace embedscope::sessions::importers {
 
@@ -45,10 +46,8 @@ std::vector<std::string> session_files_in(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().string();
     if (!ends_with(name, ".db") || !e.is_regular_file(ec)) continue;
-    char head[16] = {};
-    std::ifstream f(name, std::ios::binary);
-    if (f.read(head, sizeof head) && std::string(head, sizeof head) == std::string("SQLite format 3\0", 16))
-      out.push_back(name);
+    // a descriptor a live writer of this process would lose its SQLite locks to is kept (held_files.h)
+    if (sessions::detail::read_file_prefix(name, 16) == std::string("SQLite format 3\0", 16)) out.push_back(name);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -110,10 +109,8 @@ std::string damage_of(const std::string& path, const std::string& head) {
 // not a snapshot of a protocol the reader takes is refused, as a truncated one is, rather than
 // left out with the rank missing. Throws ImportError "FILE: not a PyTorch memory snapshot (...)".
 bool gzipped(const std::string& f) {
-  char raw[2] = {0, 0};
-  std::ifstream in(f, std::ios::binary);
-  in.read(raw, 2);
-  return in.gcount() == 2 && pickle::is_gzip(std::string_view(raw, 2));
+  const std::string raw = sessions::detail::read_file_prefix(f, 2);
+  return raw.size() == 2 && pickle::is_gzip(raw);
 }
 
 void refuse_non_snapshot_pickle(const std::string& f, const std::string& dir) {
@@ -193,7 +190,10 @@ std::string mixed_snapshot_inputs_message(const std::string& other, size_t count
 }
 
 std::string read_head(const std::string& path, size_t max_bytes) {
-  gzFile f = gzopen(path.c_str(), "rb");  // reads plain files as they are
+  // a plain file (a session among them) is read with a descriptor that a live writer of this
+  // process keeps its SQLite locks through (held_files.h); a gzip one (never a session) with zlib
+  if (std::string raw = sessions::detail::read_file_prefix(path, max_bytes); !pickle::is_gzip(raw)) return raw;
+  gzFile f = gzopen(path.c_str(), "rb");
   if (!f) return "";
   std::string out(max_bytes, '\0');
   const int n = gzread(f, out.data(), static_cast<unsigned>(max_bytes));

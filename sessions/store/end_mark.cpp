@@ -18,6 +18,7 @@
 
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
+#include "store/held_files.h"
 #include "store/writer_lock.h"
 
 namespace embedscope::sessions {
@@ -171,7 +172,7 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why, Wal
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return no("cannot be opened");
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
+    detail::close_keeping_locks(fd);
     return no("a writer holds it");
   }
   // what SQLite cannot read is kept beside it before the checkpoint (which keeps only the readable
@@ -184,7 +185,7 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why, Wal
     std::filesystem::copy_file(path + "-wal", copy, ec);
     if (ec || std::filesystem::file_size(copy, ec) != static_cast<uintmax_t>(scan.file_bytes)) {
       std::filesystem::remove(copy, ec);
-      ::close(fd);
+      detail::close_keeping_locks(fd);
       return no("its -wal holds bytes SQLite cannot read and no copy of it could be written");
     }
     made = copy;
@@ -197,7 +198,7 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why, Wal
          sqlite3_exec(db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr) == SQLITE_OK;
   }
   sqlite3_close(db);  // before the descriptor: closing it drops this process's POSIX locks
-  ::close(fd);
+  detail::close_keeping_locks(fd);
   if (!ok && !made.empty()) {  // nothing changed: the -wal is still whole, the copy not needed
     std::error_code ec;
     std::filesystem::remove(made, ec);

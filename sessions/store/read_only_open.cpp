@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/store/session.h"
+#include "store/held_files.h"
 
 namespace embedscope::sessions::detail {
 
@@ -31,7 +32,7 @@ void refuse_cut_short(const std::string& path) {
   const ssize_t n = ::pread(fd, h, sizeof(h), 0);
   struct stat sb {};
   const bool have_stat = ::fstat(fd, &sb) == 0;
-  ::close(fd);
+  close_keeping_locks(fd);  // a writer of this process keeps its SQLite locks (held_files.h)
   static constexpr char kMagic[] = "SQLite format 3";  // 16 bytes with its NUL
   if (n != static_cast<ssize_t>(sizeof(h)) || !have_stat || std::memcmp(h, kMagic, sizeof(kMagic)) != 0) return;
   auto be32 = [&](int at) {

@@ -1,5 +1,7 @@
 #include "store/writer_impl.h"
 
+#include "store/held_files.h"
+
 #include <unistd.h>
 
 namespace embedscope::sessions {
@@ -68,11 +70,13 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
   // (writer_lock.h) until SQLite has closed it.
   Impl& m = *impl_;
   m.lock_fd = detail::claim_session_file(path);
+  // from here a descriptor of the file opened elsewhere in this process is closed only after
+  // SQLite's (held_files.h: its close would drop the connection's POSIX locks)
+  detail::hold_file_locks(m.lock_fd);
   // a file system without room for the end mark: no session is started (a run on a full disk
   // says so at once, exit 1, rather than after the schema's commit failed)
   if (const std::string no_room = m.end_reserve.hold(path, detail::kEndReserveBytes); !no_room.empty()) {
-    ::close(m.lock_fd);
-    m.lock_fd = -1;
+    m.close_lock_fd();
     m.remove_if_nothing_committed();
     throw SessionWriteError(fmt::format("{}: cannot be written: {}", path, no_room));
   }
@@ -81,8 +85,7 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     std::string msg = m.db ? sqlite3_errmsg(m.db) : "out of memory";
     sqlite3_close(m.db);
     m.db = nullptr;
-    ::close(m.lock_fd);
-    m.lock_fd = -1;
+    m.close_lock_fd();
     throw SessionError(fmt::format("{}: cannot create the session file: {}", path, msg));
   }
   // A reader opening the file (stats, the workbench) may hold a lock for a moment: wait for it
@@ -142,8 +145,7 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     for (auto& [k, st] : m.stmts) sqlite3_finalize(st);
     sqlite3_close(m.db);
     m.db = nullptr;
-    ::close(m.lock_fd);
-    m.lock_fd = -1;
+    m.close_lock_fd();
     m.remove_if_nothing_committed();  // the file this constructor created (a full disk): not a session
     throw;
   }
@@ -162,10 +164,17 @@ SessionWriter::~SessionWriter() {
   }
   for (auto& [k, st] : impl_->stmts) sqlite3_finalize(st);
   if (impl_->db) sqlite3_close(impl_->db);
-  if (impl_->lock_fd >= 0) ::close(impl_->lock_fd);  // after SQLite's close: see writer_lock.h
+  impl_->close_lock_fd();  // after SQLite's close: see writer_lock.h
 }
 
 const std::string& SessionWriter::path() const { return impl_->path; }
+
+void SessionWriter::Impl::close_lock_fd() {
+  if (lock_fd < 0) return;
+  detail::release_file_locks(lock_fd);
+  ::close(lock_fd);
+  lock_fd = -1;
+}
 
 int32_t SessionWriter::Impl::intern(const char* s) {
   if (auto it = by_pointer.find(s); it != by_pointer.end()) return it->second;

@@ -34,8 +34,7 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
     if (wal.present && wal.committed_frames > 0 && wal.unread_bytes > 0)
       (void)::truncate((m.path + "-wal").c_str(), wal.readable_bytes);
   }
-  if (m.lock_fd >= 0) ::close(m.lock_fd);  // after SQLite's close: see writer_lock.h
-  m.lock_fd = -1;
+  m.close_lock_fd();  // after SQLite's close: see writer_lock.h
   if (!m.write_error.empty()) {
     m.remove_if_nothing_committed();
     throw SessionError(m.write_error);

@@ -141,7 +141,10 @@ struct SessionWriter::Impl {
 
   std::string path;
   sqlite3* db = nullptr;
-  int lock_fd = -1;  // holds the writer lock (writer_lock.h)
+  int lock_fd = -1;  // holds the writer lock (writer_lock.h); its file is held (held_files.h) while open
+  /// Closes lock_fd after SQLite's close (writer_lock.h), first releasing the file's hold
+  /// (held_files.h: the descriptors other readers of this process kept open close with it).
+  void close_lock_fd();
   /// room for the end mark after a failed write (retest49 R3), freed just before it is written
   detail::EndReserve end_reserve;
   std::map<std::string, sqlite3_stmt*> stmts;

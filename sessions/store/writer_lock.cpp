@@ -1,5 +1,6 @@
 // The session writer's advisory lock and the live-writer check (writer_lock.h).
 #include "store/writer_lock.h"
+#include "store/held_files.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -132,7 +133,10 @@ WriterLock probe_writer_lock(const std::string& path, long* holder) {
       out = WriterLock::unknown;
     }
   }
-  ::close(fd);  // drops the shared lock; this process holds no SQLite connection to the file here
+  if (out == WriterLock::free) (void)flock(fd, LOCK_UN);
+  // kept open while a writer of this process has the file (held_files.h: closing it would drop
+  // that writer's SQLite locks)
+  close_keeping_locks(fd);
   return out;
 }
 

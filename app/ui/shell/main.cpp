@@ -39,6 +39,7 @@
 
 #include "jobs/analysis_job.h"
 #include "core/import_target.h"
+#include "embedscope/sessions/importers/importer.h"
 #include "jobs/import_job.h"
 #include "shell/main_window.h"
 #include "shell/report_layout.h"
@@ -303,13 +304,12 @@ std::optional<embedscope::ui::ImportTarget> announce_import(const QString& p, co
   const QFileInfo info(p);
   if (!info.isDir()) {  // a folder of per-rank traces is imported as one job, as opening it does
     if (!info.isFile() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) return std::nullopt;
+    if (embedscope::sessions::importers::read_head(p.toStdString(), 16) == std::string("SQLite format 3\0", 16) &&
+        !embedscope::ui::is_nsys_export(p.toStdString()))
+      return std::nullopt;  // a session (an Nsight Systems export is imported)
     // a scaling study or a workload opens on a page of its own, not imported (the report of a
     // study said "importing s.json into s.db" and wrote no s.db)
     if (embedscope::ui::is_scaling_study_file(p) || embedscope::ui::is_workload_file(p)) return std::nullopt;
-    QFile f(p);
-    if (f.open(QIODevice::ReadOnly) && f.read(16) == QByteArray("SQLite format 3\0", 16) &&
-        !embedscope::ui::is_nsys_export(p.toStdString()))
-      return std::nullopt;  // a session (an Nsight Systems export is imported)
   }
   embedscope::ui::ImportTarget target;
   try {

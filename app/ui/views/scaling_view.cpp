@@ -18,6 +18,7 @@
 
 #include "charts/colors.h"
 #include "embedscope/engine/workload/spec.h"
+#include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
@@ -290,9 +291,9 @@ std::string kept_tables_text(const engine::ScalingStudy& study) {
 }
 
 bool is_scaling_study_file(const QString& path) {
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly)) return false;
-  const QByteArray head = f.read(256).simplified().replace(" ", "");
+  // read_head: a live session of this process's run keeps its SQLite locks (QFile's close dropped them)
+  const std::string raw = sessions::importers::read_head(path.toStdString(), 256);
+  const QByteArray head = QByteArray(raw.data(), static_cast<qsizetype>(raw.size())).simplified().replace(" ", "");
   return head.startsWith("{\"batch_size_per_gpu\"");
 }
 
