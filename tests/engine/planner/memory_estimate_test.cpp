@@ -46,6 +46,9 @@ WorkloadSpec kjt_heavy(PipelineKind p) {
 std::vector<int64_t> measured_peaks(const WorkloadSpec& s, const ShardingPlan& plan) {
   TrainerOptions opt;
   opt.trace = false;
+  // no held-out evaluation (4 global batches of 4 x 4096 samples, forward only): it runs after
+  // the ranks' peaks are taken (executor.cpp), on host copies outside the allocator
+  opt.held_out_batches = 0;
   const RunResult r = run_training(s, plan, opt);
   EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
   std::vector<int64_t> out;
@@ -197,6 +200,9 @@ TEST(MemoryEstimate, ReducedOptimizerStateHalvesTheStateBytes) {
   EXPECT_EQ(estimate_table_storage(s, plan)[0].optimizer_state_bytes, 2 * 1000 * 4 * 2);
   TrainerOptions opt;
   opt.trace = false;
+  // no held-out evaluation (4 global batches of 4 x 4096 samples, forward only): it runs after
+  // the ranks' peaks are taken (executor.cpp), on host copies outside the allocator
+  opt.held_out_batches = 0;
   const RunResult r = run_training(s, plan, opt);
   ASSERT_EQ(r.ended, RunEnd::complete) << r.error;
   ASSERT_EQ(r.table_storage.size(), 8u);
@@ -274,6 +280,9 @@ TEST(MemoryEstimate, ADeviceNoSegmentLayoutCanHoldIsRefused) {
   EXPECT_NO_THROW(check_memory_fits(s, estimate_memory(s, plan)));
   TrainerOptions opt;
   opt.trace = false;
+  // no held-out evaluation (4 global batches of 4 x 4096 samples, forward only): it runs after
+  // the ranks' peaks are taken (executor.cpp), on host copies outside the allocator
+  opt.held_out_batches = 0;
   const RunResult r = run_training(s, plan, opt);
   EXPECT_EQ(r.ended, RunEnd::complete) << r.error;
   s.devices.memory_bytes = (22 << 20) - 512;  // expandable's 20 + 2 MiB do not fit
