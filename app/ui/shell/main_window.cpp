@@ -46,6 +46,7 @@
 #include "timeline/timeline_view.h"
 #include "timeline/timeline_widget.h"
 #include "views/workload_designer.h"
+#include "shell/session_tab.h"
 #include "core/empty_pages.h"
 #include "core/import_target.h"
 #include "jobs/import_job.h"
@@ -54,35 +55,6 @@
 
 namespace embedscope::ui {
 
-namespace {
-// A tab whose content is built when it is first shown, so that opening a big session reads only
-// what the timeline needs; a damaged file's error shows in the tab.
-void add_lazy_tab(QTabWidget* page, const QString& title, std::function<QWidget*(QWidget*)> build) {
-  auto* holder = new QWidget(page);
-  auto* layout = new QVBoxLayout(holder);
-  layout->setContentsMargins(0, 0, 0, 0);
-  const int index = page->addTab(holder, title);
-  QObject::connect(page, &QTabWidget::currentChanged, holder, [holder, layout, index, build](int i) {
-    if (i != index || layout->count() > 0) return;
-    try {
-      layout->addWidget(build(holder));
-    } catch (const std::exception& e) {
-      layout->addWidget(new QLabel(QString::fromUtf8(e.what()), holder));
-    }
-  });
-}
-
-// A page with nothing to draw (core/empty_pages.h): the reason, in place of empty charts.
-QWidget* empty_page(const std::string& why, QWidget* parent) {
-  auto* label = new QLabel(QString::fromStdString(why), parent);
-  label->setObjectName("empty_page_reason");
-  label->setWordWrap(true);
-  label->setAlignment(Qt::AlignLeft | Qt::AlignTop);
-  label->setMargin(16);
-  label->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  return label;
-}
-}  // namespace
 
 QString sqlite_version() { return QString::fromStdString(sessions::sqlite_version()); }
 
@@ -109,11 +81,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   setAcceptDrops(true);
   auto* file = menuBar()->addMenu("&File");
   auto* open = file->addAction("&Open...", QKeySequence::Open, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(
-        this, "Open a session or a trace", {},
-        "Sessions and traces (*.db *.json *.json.gz *.pickle *.pickle.gz *.pkl);;Sessions (*.db);;"
-        "PyTorch profiler traces (*.json *.json.gz);;PyTorch memory snapshots (*.pickle *.pickle.gz *.pkl);;All files (*)");
-    if (!path.isEmpty()) open_path(path);
+    for (const QString& path : QFileDialog::getOpenFileNames(this, "Open sessions, traces or workloads", {}, open_filter()))
+      open_path(path);  // each in its own tab
   });
   file->addAction("Open Trace &Folder...", this, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, "Import a folder of per-rank traces");
@@ -161,6 +130,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   add_export("Current view as SVG...", "svg", "SVG image (*.svg)", false);
   add_export("Current view as PDF...", "pdf", "PDF (*.pdf)", false);
   file->addSeparator();
+  auto* reload = file->addAction("Re&load", QKeySequence(Qt::Key_F5), this, [this] { reload_current(); });
+  reload->setObjectName("reload_action");
+  auto* close_tab = file->addAction("&Close Tab", QKeySequence(Qt::CTRL | Qt::Key_W), this, [this] { close_current_tab(); });
+  close_tab->setObjectName("close_tab_action");
+  file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
   auto* help = menuBar()->addMenu("&Help");
   help->addAction("&About", this, [this] {
@@ -190,7 +164,10 @@ QString MainWindow::export_current(const QString& format, const QString& path) {
   if (!tabs_->currentWidget()) return "no session is open";
   if (!views && (format == "chrome" || format == "csv"))  // a comparison or scenario tab: images only
     return "export " + format + " from a session's own tab (this one compares sessions)";
-  const QString session = tabs_->tabToolTip(tabs_->currentIndex());
+  // a session's tab: the file its pages read (the snapshot of a session still being written)
+  const auto* session_tab = qobject_cast<const SessionTab*>(views);
+  const QString session = session_tab ? QString::fromStdString(session_tab->session()->path())
+                                      : tabs_->tabToolTip(tabs_->currentIndex());
   try {
     if (format == "chrome" || format == "csv") {
       const sessions::SessionReader reader(session.toStdString());
@@ -239,32 +216,17 @@ QString MainWindow::export_current(const QString& format, const QString& path) {
 
 QString MainWindow::open_session(const QString& path, bool quiet) {
   try {
-    auto session = std::make_shared<const sessions::SessionReader>(path.toStdString());
-    auto* page = new QTabWidget(tabs_);
-    const bool no_timeline = !timeline_page_empty_reason(*session).empty();
-    if (no_timeline)
-      page->addTab(empty_page(timeline_page_empty_reason(*session), page), "Timeline");  // a memory snapshot: no ops, not an empty axis
-    else
-      page->addTab(new TimelineView(session, page), "Timeline");
-    add_lazy_tab(page, "Summary", [session](QWidget* parent) { return new SummaryView(session, parent); });
-    add_lazy_tab(page, "Load", [session](QWidget* parent) -> QWidget* {
-      if (const std::string why = load_page_empty_reason(*session); !why.empty()) return empty_page(why, parent);
-      return new LoadView(session, parent);
-    });
-    add_lazy_tab(page, "Memory", [session](QWidget* parent) -> QWidget* {
-      if (const std::string why = memory_page_empty_reason(*session); !why.empty()) return empty_page(why, parent);
-      return new MemoryView(session, parent);
-    });
-    // a memory snapshot has nothing but its Memory page: open there (tester43 F14), not on the
-    // Timeline's sentence (the tabs stay, the sentence says why the Timeline is empty)
-    if (no_timeline && memory_page_empty_reason(*session).empty()) page->setCurrentIndex(page->count() - 1);
-    QString title = QFileInfo(path).fileName();
-    if (const std::string ended = session->status(); ended != "complete") title += QString(" [%1]").arg(QString::fromStdString(ended));
-    if (session->meta(sessions::meta::kImported) == "1")
-      title += QString(" [imported: %1]").arg(QString::fromStdString(session->meta(sessions::meta::kImportFormat)));
-    if (session->meta(sessions::meta::kSimulated) == "1") title += " [SIMULATED]";  // timed by a cost model
+    auto* page = new SessionTab(path, tabs_);
+    const QString title = page->title();
     const int i = tabs_->addTab(page, title);
     tabs_->setTabToolTip(i, path);
+    // the watch of a session still being written: "[running: as of step 39, +67: F5]", "run ended"
+    connect(page, &SessionTab::title_changed, this, [this, page](const QString& t) {
+      const int at = tabs_->indexOf(page);
+      if (at < 0) return;
+      tabs_->setTabText(at, t);
+      if (at == tabs_->currentIndex()) setWindowTitle("Embedscope - " + t);
+    });
     tabs_->setCurrentIndex(i);
     setWindowTitle("Embedscope - " + title);
     QStringList recent = recent_files();
@@ -279,6 +241,23 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     if (!quiet) QMessageBox::critical(this, "Cannot open session", msg);
     return msg;
   }
+}
+
+QString MainWindow::reload_current(bool quiet) {
+  auto* tab = qobject_cast<SessionTab*>(tabs_->currentWidget());
+  const QString err = tab ? tab->reload() : QString("reload: the current tab is not a session's");
+  if (!err.isEmpty() && tab && !quiet) QMessageBox::critical(this, "Cannot reload", err);
+  return err;
+}
+
+void MainWindow::close_current_tab() {
+  if (QWidget* w = tabs_->currentWidget()) delete w;
+}
+
+QString MainWindow::open_filter() {
+  return "Sessions and traces (*.db *.json *.json.gz *.pickle *.pickle.gz *.pkl *.sqlite *.nsys-rep);;Sessions (*.db);;"
+         "PyTorch profiler traces (*.json *.json.gz);;Nsight Systems (*.sqlite *.nsys-rep);;"
+         "PyTorch memory snapshots (*.pickle *.pickle.gz *.pkl);;Workloads (*.json);;All files (*)";
 }
 
 QString MainWindow::open_compare(const QStringList& paths, bool quiet) {
@@ -474,9 +453,24 @@ ImportJob* MainWindow::import_trace(const QStringList& given, bool quiet, QStrin
       emit import_finished(path, ended, msg);
       return;
     }
-    bar->setValue(0);
-    cancel->setEnabled(false);
-    line->setText(msg);  // cancelled or failed: the tab stays with the reason until closed
+    // cancelled or failed: the tab says so, with the reason (wrapped: a long one-line message
+    // widened the window past the screen, tester56 F15), until closed (its button or Ctrl+W)
+    bar->hide();
+    line->setWordWrap(true);
+    line->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    const QString verdict = ended == "cancelled"  ? "Import cancelled"
+                            : ended == "disjoint" ? "Import refused"
+                                                  : "Import failed";
+    line->setText(verdict + ": " + msg);
+    if (const int at = tabs_->indexOf(page); at >= 0)
+      tabs_->setTabText(at, verdict.toLower() + ": " + QFileInfo(job->sources().value(0)).fileName());
+    QObject::disconnect(cancel, &QPushButton::clicked, job, nullptr);
+    cancel->setText("Close");
+    cancel->setEnabled(true);
+    connect(cancel, &QPushButton::clicked, page, [this, page] {
+      if (const int at = tabs_->indexOf(page); at >= 0) tabs_->removeTab(at);
+      page->deleteLater();  // the button's own parent: after this slot
+    });
     if (ended == "error" && !quiet) QMessageBox::critical(this, "Import failed", msg);
     emit import_finished(QString(), ended, msg);
     if (ended == "disjoint" && !quiet) {  // the refusal, and the choice `import --allow-disjoint` gives

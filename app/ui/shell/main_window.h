@@ -14,12 +14,23 @@ class MainWindow : public QMainWindow {
 
  public:
   explicit MainWindow(QWidget* parent = nullptr);
-  /// Opens `path` in a new tab; on failure shows a dialog (unless `quiet`) and returns the error.
+  /// Opens `path` in a new tab (a SessionTab: pages over one reader, a snapshot for a session whose
+  /// run still writes it, File > Reload); on failure shows a dialog (unless `quiet`) and returns the error.
   /// Opened files go to the front of the recent-files list (QSettings "recent").
   /// The tab is titled with the file name, plus the session's end in brackets when it did not
-  /// complete ("s.db [cancelled]"), and "[imported: FORMAT]" for an imported session; the
-  /// window title follows the current tab ("Embedscope - s.db [imported: kineto_json]").
+  /// complete ("s.db [cancelled]"), and "[imported: FORMAT]" for an imported session ("[running: as of step N]" for a
+  /// snapshot: SessionTab::title, updated as its watch sees new steps or the end); the window
+  /// title follows the current tab ("Embedscope - s.db [imported: kineto_json]").
   QString open_session(const QString& path, bool quiet = false);
+  /// File > Reload (F5): re-reads the current session tab in place (SessionTab::reload); returns
+  /// the error (a dialog unless `quiet`), or "reload: the current tab is not a session's".
+  QString reload_current(bool quiet = false);
+  /// File > Close Tab (Ctrl+W): closes the current tab, whatever it shows.
+  void close_current_tab();
+  /// File > Open's name filters: sessions and every format open_path imports (Kineto JSON, Nsight
+  /// Systems .sqlite / .nsys-rep, memory snapshots) and workloads. File > Open takes several files
+  /// and opens each as open_path does.
+  static QString open_filter();
   /// Opens what `path` is: a session (SQLite) in a tab as open_session does; a trace file
   /// (.json, .json.gz, .pt.trace.json.gz), a directory of per-rank traces or a PyTorch memory
   /// snapshot pickle is imported first (import_trace); a scaling study opens as open_scaling
@@ -31,7 +42,8 @@ class MainWindow : public QMainWindow {
   /// or in the cache folder (imports_folder()) when that folder is not writable; a complete
   /// earlier import of the same files is opened as it is. Meanwhile a tab shows a progress bar
   /// and Cancel; when the import completes, the tab is replaced by the session's tab (marked
-  /// "[imported]"). Returns the job (nullptr when the session was reused or the target could
+  /// "[imported]"); when it fails or is cancelled, the tab is titled "import failed: NAME" (or
+  /// "import cancelled: NAME"), says "Import failed: REASON" wrapped, and its button reads Close. Returns the job (nullptr when the session was reused or the target could
   /// not be chosen: then `error` says why). Ranks whose time ranges do not overlap (traces of
   /// different jobs?) are refused as `embedscope import` refuses them (ended "disjoint", the
   /// tab saying why); unless `quiet`, a dialog ("disjoint_import") shows the refusal and offers

@@ -111,8 +111,10 @@ class WorkloadDesigner : public QWidget {
 };
 
 /// True when `path` is a workload file (JSON, at most 16 MiB): an object with "model":
-/// "lm_embedding", or with "tables" and "batch_size" (a DLRM workload; not a plan, whose tables
-/// carry "sharding_type", nor a scenario, which has "runs"). MainWindow::open_path opens such a
+/// "lm_embedding", or with a "tables" array (a DLRM workload, complete or not: one without
+/// "batch_size" or with an unknown key opens in the designer with the engine's error; not a plan,
+/// whose tables carry "sharding_type", nor a scenario, which has "runs", nor a Kineto trace, which
+/// has "traceEvents"). MainWindow::open_path opens such a
 /// file in a designer (tester43 F8: `embedscope-ui tiny.json --screenshot x.png` took it for a
 /// trace). False for anything unreadable or not JSON; never throws.
 bool is_workload_file(const QString& path);
