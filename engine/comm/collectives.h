@@ -1,6 +1,6 @@
 #pragma once
-// The collectives one rank of an executor calls, on host buffers (and one on device buffers:
-// all_to_all_v_device): Gloo (cpu backend) or NCCL
+// The collectives one rank of an executor calls, on host buffers (and three on device buffers:
+// all_to_all_v_device, reduce_scatter_device, all_gather_v_device): Gloo (cpu backend) or NCCL
 // (cuda backend, cuda_executor.h), so both executors share one step program (exec/threaded/).
 // Same arguments and semantics as ProcessGroup's (comm/gloo_process_group.h). Internal to the engine.
 
@@ -42,6 +42,19 @@ class Collectives {
                                    void* recv, std::span<const int64_t> recv_counts, size_t elem_size) = 0;
   virtual void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                             size_t elem_size) = 0;
+  // The row-split dists on the device (issue 14: row_wise / table_row_wise, sharding/row_wise.cpp,
+  // table_row_wise.cpp), as all_to_all_v_device: `send` and `recv` in the calling rank's device
+  // memory, the device work issued before the call done before any member reads `send`, `recv`
+  // written when the call returns; the same split check, sequence numbers, byte counters,
+  // records, flight recorder entries and errors as the host variants.
+  /// reduce_scatter_q at fp32 on device memory: counts[j] floats for member j, recv = the sum of
+  /// every member's block for this rank, in member order from zero (((0 + b_0) + b_1) ...),
+  /// bit-equal to the host variant.
+  virtual void reduce_scatter_device(const char* op_name, const float* send, std::span<const int64_t> counts,
+                                     float* recv) = 0;
+  /// all_gather_v on device memory.
+  virtual void all_gather_v_device(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                                   size_t elem_size) = 0;
   virtual void all_reduce_sum(const char* op_name, float* data, int64_t count) = 0;
   virtual void all_to_all_q(const char* op_name, const float* send, std::span<const int64_t> send_counts, float* recv,
                             std::span<const int64_t> recv_counts, CommPrecision p, QuantError* err) = 0;
@@ -78,6 +91,16 @@ class GlooCollectives final : public Collectives {
   }
   void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                     size_t elem_size) override {
+    pg_->all_gather_v(op_name, send, recv, counts, elem_size);
+  }
+  /// The host variants on the pointers as they are (the stand-in's device memory only, as
+  /// all_to_all_v_device).
+  void reduce_scatter_device(const char* op_name, const float* send, std::span<const int64_t> counts,
+                             float* recv) override {
+    pg_->reduce_scatter_q(op_name, send, counts, recv, CommPrecision::fp32, nullptr);
+  }
+  void all_gather_v_device(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                           size_t elem_size) override {
     pg_->all_gather_v(op_name, send, recv, counts, elem_size);
   }
   void all_reduce_sum(const char* op_name, float* data, int64_t count) override { pg_->all_reduce_sum(op_name, data, count); }

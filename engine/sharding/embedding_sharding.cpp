@@ -45,4 +45,28 @@ std::vector<float> mean_scale(const int64_t* lens, size_t n) {
   return sc;
 }
 
+DeviceMeanScales device_mean_scales(RankContext& ctx, const std::vector<int>& features,
+                                    const std::vector<int64_t>& lengths) {
+  const detail::Layout& L = ctx.layout();
+  const int64_t B = L.B;
+  DeviceMeanScales out;
+  out.at.assign(L.dim.size(), -1);
+  std::vector<int> mean;
+  for (int f : features)
+    if (out.at[static_cast<size_t>(f)] < 0 && is_mean(ctx.spec(), L, f)) {
+      out.at[static_cast<size_t>(f)] = static_cast<int64_t>(mean.size()) * B;
+      mean.push_back(f);
+    }
+  if (mean.empty()) return out;
+  out.scales = ctx.buffer("comm_buffer", mean.size() * static_cast<size_t>(B));
+  for (int f : mean) {
+    const std::vector<float> sc = mean_scale(lengths.data() + static_cast<size_t>(f) * static_cast<size_t>(B),
+                                             static_cast<size_t>(B));
+    std::copy(sc.begin(), sc.end(), out.scales.data() + out.at[static_cast<size_t>(f)]);
+  }
+  ctx.host_to_device(out.scales.device_data(), out.scales.data(),
+                     static_cast<int64_t>(out.scales.size() * sizeof(float)));
+  return out;
+}
+
 }  // namespace embedscope::engine::sharding

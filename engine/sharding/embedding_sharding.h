@@ -100,7 +100,8 @@ class RankContext {
   /// on its copy of B with dB (skipped without rows).
   virtual void factor_update(int table, int shard_index, int64_t iteration, const SparseGrad& da, const SparseGrad& db) = 0;
 
-  // The table_wise / column_wise dists on the rank's device (issue 14; pooled_all_to_all.cpp).
+  // The output and gradient dists on the rank's device (issue 14; pooled_all_to_all.cpp, and
+  // row_wise.cpp / table_row_wise.cpp through pooled_on_device below).
   /// Whether they run on the device: the rank has one (the cuda backend, or the host stand-in),
   /// its dense part is resident there (reads the pooled embeddings from the device and writes
   /// their gradients there), no on_pooled hook reads the pooled embeddings on the host, and the
@@ -128,6 +129,23 @@ class RankContext {
   /// Device to host (RankDevice::to_host; returns when the bytes are there), counted with the
   /// embedding update's copies (detail::sparse_grad_copy_totals) in measured steps.
   virtual void device_to_host(void* dst, const void* src, int64_t bytes) = 0;
+  // The row_wise / table_row_wise dists on the device (issue 14; row_wise.cpp, table_row_wise.cpp).
+  /// Whether feature f's pooled embeddings and their gradients stay in device memory: dist_on_device,
+  /// f is served by table_wise / column_wise, row_wise, table_row_wise or grid_shard slots, and its
+  /// table has no hot rows (hot_rows.cpp pools and backpropagates them on the host). The same on
+  /// every rank; then the lookup leaves those slots' rows on the device (slot_out), the output
+  /// dist writes pooled[f]'s device memory and the dense part leaves dpooled[f] there unscaled.
+  virtual bool pooled_on_device(int f) const = 0;
+  /// Host to device (RankDevice::to_device), in order with the rank's device work (the mean
+  /// scales of the row-split dists: B floats a feature, one copy a dist).
+  virtual void host_to_device(void* dst, const void* src, int64_t bytes) = 0;
+  /// RankDevice::add_scale_rows_2d: dst = ((accumulate ? dst : 0) + src) * row_scale[r] (floats;
+  /// row_scale device memory or nullptr).
+  virtual void device_add_scale_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                                        int64_t dst_stride, const float* row_scale, bool accumulate) = 0;
+  /// RankDevice::scale_copy_rows_2d: dst = (src * s) * row_scale[r] (row_scale nullptr: src * s).
+  virtual void device_scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                                         int64_t dst_stride, float s, const float* row_scale) = 0;
 };
 
 /// The sparse gradient of one local shard, after the gradient dist (rows local to the shard).
@@ -252,6 +270,22 @@ void scale_rows_mean(const std::vector<int64_t>& lengths, int64_t B, int f, floa
 bool is_mean(const WorkloadSpec& spec, const detail::Layout& layout, int feature);
 /// Per-bag scales of mean pooling: 1 / lens[i] (0 for an empty bag), n bags.
 std::vector<float> mean_scale(const int64_t* lens, size_t n);
+
+/// The mean scales of the row-split dists on the device: for every feature of `features` that
+/// pools by mean (is_mean), its B scales (mean_scale of its bags, as scale_rows_mean's) in one
+/// device buffer ("comm_buffer", copied in with one RankContext::host_to_device; empty when no
+/// feature pools by mean); at[f] is feature f's first scale in it, -1 for a feature that sums.
+struct DeviceMeanScales {
+  DeviceBuffer<float> scales;
+  std::vector<int64_t> at;  ///< per feature of the spec
+  /// Feature f's B scales in device memory, nullptr when it sums.
+  const float* of(int f) {
+    const int64_t a = at[static_cast<size_t>(f)];
+    return a < 0 ? nullptr : scales.device_data() + a;
+  }
+};
+DeviceMeanScales device_mean_scales(RankContext& ctx, const std::vector<int>& features,
+                                    const std::vector<int64_t>& lengths);
 
 }  // namespace sharding
 }  // namespace embedscope::engine

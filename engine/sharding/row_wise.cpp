@@ -2,6 +2,17 @@
 // the ids that fell in its range: a reduce-scatter over the world sums them and gives each rank
 // its samples' bags (mean pooling divides after the sum); every shard needs every sample's
 // gradient, so the gradients are all-gathered.
+// On a rank whose dists run on the device (RankContext::pooled_on_device of the row-wise
+// features; issue 14) the same values move in device memory: the looked-up partial sums packed
+// with device-to-device copies, the reduce-scatter on device pointers
+// (Collectives::reduce_scatter_device), the sums unpacked into pooled[f]'s device memory with the
+// mean scaling (RankContext::device_add_scale_rows_2d, kernels/dist_pack_core.h); backward,
+// dpooled's device memory packed with 1 / W and the mean scale fused in
+// (device_scale_copy_rows_2d), the all-gather on device pointers and the blocks copied into
+// slot_grad's device memory (to the host for a slot whose shard accumulates there: a factorized
+// table's). All or none of the module's features are on the device (a feature of a table with
+// hot rows keeps the whole module on the host path: hot_rows.cpp writes pooled[f] and reads
+// dpooled[f] on the host).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -26,17 +37,32 @@ class Job final : public OutputDistJob {
   // the buffers go back to the allocator in the order they were taken (as the step always freed them)
   ~Job() override { send = {}; recv = {}; }
   std::vector<int64_t> counts;
+  bool on_device = false;  // send and recv are device memory (on_device(ctx))
   // on the comm thread
   void run(RankContext& ctx) {
     const CommPrecision prec = ctx.spec().qcomms.forward_precision;
     ctx.on_comm_lane(GroupKind::world, "output_dist/reduce_scatter", [&] {
-      ctx.group(GroupKind::world)
-          .reduce_scatter_q("output_dist/reduce_scatter", send.data(), counts, recv.data(), prec, ctx.forward_error());
+      if (on_device)  // fp32 (dist_on_device)
+        ctx.group(GroupKind::world)
+            .reduce_scatter_device("output_dist/reduce_scatter", send.device_data(), counts, recv.device_data());
+      else
+        ctx.group(GroupKind::world)
+            .reduce_scatter_q("output_dist/reduce_scatter", send.data(), counts, recv.data(), prec, ctx.forward_error());
     });
   }
   void finish(RankContext& ctx, std::vector<DeviceBuffer<float>>& pooled, const std::vector<int64_t>& lengths) override {
     const Layout& L = ctx.layout();
     size_t p = 0;
+    if (on_device) {  // (0 + sums) * mean scale into pooled's device memory (no hot rows: nothing there)
+      DeviceMeanScales sc = device_mean_scales(ctx, L.rw_features, lengths);
+      for (int f : L.rw_features) {
+        const int64_t dim = L.dim[static_cast<size_t>(f)];
+        ctx.device_add_scale_rows_2d(L.B, dim, recv.device_data() + p, dim, pooled[static_cast<size_t>(f)].device_data(),
+                                     dim, sc.of(f), false);
+        p += static_cast<size_t>(L.B * dim);
+      }
+      return;
+    }
     for (int f : L.rw_features) {
       const int64_t dim = L.dim[static_cast<size_t>(f)];
       // added: pooled[f] holds the sums of the bags' hot rows (hot_rows.cpp), zeros without any
@@ -57,6 +83,13 @@ struct LowRankScratch final : ModuleScratch {
   SparseGrad da;
   std::vector<float> db;  // r x dim, then the row count
 };
+
+// Whether this rank's row-wise dists run on its device: every row-wise feature's pooled output
+// stays there (the same on every rank).
+bool on_device(const RankContext& ctx) {
+  const auto& fs = ctx.layout().rw_features;
+  return !fs.empty() && std::all_of(fs.begin(), fs.end(), [&](int f) { return ctx.pooled_on_device(f); });
+}
 
 class RowWise final : public EmbeddingSharding {
  public:
@@ -174,28 +207,40 @@ class RowWise final : public EmbeddingSharding {
     });
   }
   // Packs the partial sums of this rank's row-wise slots for the reduce-scatter.
-  static std::unique_ptr<Job> output_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& slot_out) {
+  static std::unique_ptr<Job> output_dist(RankContext& ctx, std::vector<DeviceBuffer<float>>& slot_out) {
     const Layout& L = ctx.layout();
     const int W = L.world;
     const int64_t B = L.B, width = L.sum_dims(L.rw_features);
     auto job = std::make_unique<Job>();
+    job->on_device = on_device(ctx);
     job->send = ctx.buffer("comm_buffer", static_cast<size_t>(W * B * width));
+    if (job->on_device) job->send.release_host_copy();  // the host never reads it
     size_t p = 0;
     for (int j = 0; j < W; ++j)
       for (int f : L.rw_features) {
         const size_t k = ctx.local_slot_of_feature(f);
         const int64_t dim = L.dim[static_cast<size_t>(f)];
-        std::memcpy(job->send.data() + p, slot_out[k].data() + j * B * dim, sizeof(float) * static_cast<size_t>(B * dim));
+        const auto bytes = static_cast<int64_t>(sizeof(float)) * B * dim;
+        if (job->on_device)  // device to device, in order with the lookup that wrote slot_out
+          ctx.device_copy(job->send.device_data() + p, slot_out[k].device_data() + j * B * dim, bytes);
+        else
+          std::memcpy(job->send.data() + p, slot_out[k].data() + j * B * dim, static_cast<size_t>(bytes));
         p += static_cast<size_t>(B * dim);
       }
     job->recv = ctx.buffer("comm_buffer", static_cast<size_t>(B * width));
+    if (job->on_device) job->recv.release_host_copy();
     job->counts.assign(static_cast<size_t>(W), B * width);
     return job;
   }
   // The gradient dist: the mean-scaled gradients of this rank's bags all-gathered into every
   // row-wise slot's slot_grad (the compute worker waits for it).
-  static void grad_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled,
+  // On the device (on_device(ctx)) dpooled is not yet scaled by 1 / W: the packing scales it.
+  static void grad_dist(RankContext& ctx, std::vector<DeviceBuffer<float>>& dpooled,
                         const std::vector<int64_t>& lengths, std::vector<DeviceBuffer<float>>& slot_grad) {
+    if (on_device(ctx)) {
+      grad_dist_on_device(ctx, dpooled, lengths, slot_grad);
+      return;
+    }
     const Layout& L = ctx.layout();
     const int W = L.world;
     const int64_t B = L.B, width = L.sum_dims(L.rw_features);
@@ -222,6 +267,48 @@ class RowWise final : public EmbeddingSharding {
                     sizeof(float) * static_cast<size_t>(B * dim));
         p += static_cast<size_t>(B * dim);
       }
+  }
+  // grad_dist on the device: the same buffers in the same order (the mean scales' buffer after
+  // the send buffer), every value in device memory.
+  static void grad_dist_on_device(RankContext& ctx, std::vector<DeviceBuffer<float>>& dpooled,
+                                  const std::vector<int64_t>& lengths, std::vector<DeviceBuffer<float>>& slot_grad) {
+    const Layout& L = ctx.layout();
+    const int W = L.world;
+    const int64_t B = L.B, width = L.sum_dims(L.rw_features);
+    const float inv_w = 1.0f / static_cast<float>(W);  // as the dense part's scaling on the host
+    auto sendb = ctx.buffer("comm_buffer", static_cast<size_t>(B * width));
+    sendb.release_host_copy();
+    {
+      DeviceMeanScales sc = device_mean_scales(ctx, L.rw_features, lengths);
+      size_t p = 0;
+      for (int f : L.rw_features) {  // (g / W) * mean scale of the bag
+        const int64_t dim = L.dim[static_cast<size_t>(f)];
+        ctx.device_scale_copy_rows_2d(B, dim, dpooled[static_cast<size_t>(f)].device_data(), dim,
+                                      sendb.device_data() + p, dim, inv_w, sc.of(f));
+        p += static_cast<size_t>(B * dim);
+      }
+    }  // the scales go back to the allocator (stream order on a GPU: the kernels read them first)
+    auto recvb = ctx.buffer("comm_buffer", static_cast<size_t>(W * B * width));
+    recvb.release_host_copy();
+    std::vector<int64_t> counts(static_cast<size_t>(W), B * width);
+    ctx.comm(GroupKind::world, "grad_dist/all_gather", [&] {
+      ctx.group(GroupKind::world)
+          .all_gather_v_device("grad_dist/all_gather", sendb.device_data(), recvb.device_data(), counts, sizeof(float));
+    });
+    size_t p = 0;
+    for (int s = 0; s < W; ++s)
+      for (int f : L.rw_features) {
+        const int64_t dim = L.dim[static_cast<size_t>(f)];
+        ctx.device_copy(slot_grad[ctx.local_slot_of_feature(f)].device_data() + s * B * dim, recvb.device_data() + p,
+                        static_cast<int64_t>(sizeof(float)) * B * dim);
+        p += static_cast<size_t>(B * dim);
+      }
+    for (int f : L.rw_features) {  // a shard that builds its sparse gradient on the host reads slot_grad there
+      const size_t lk = ctx.local_slot_of_feature(f);
+      if (!ctx.slot_grad_on_device(lk) && slot_grad[lk].size() > 0)
+        ctx.device_to_host(slot_grad[lk].data(), slot_grad[lk].device_data(),
+                           static_cast<int64_t>(slot_grad[lk].size() * sizeof(float)));
+    }
   }
 };
 

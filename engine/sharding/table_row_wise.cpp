@@ -5,6 +5,17 @@
 // across nodes brings each sample owner its bags, each block written into its columns of the
 // feature's pooled output; gradients take the reverse path (all-to-all across nodes,
 // all-gather inside the node).
+// On a rank whose dists run on the device (RankContext::pooled_on_device of the module's
+// features; issue 14) the same values move in device memory: the partial sums packed with
+// device-to-device copies as [local rank][node][block] (the host path packs [local rank][block]
+// [node] and rearranges the reduce-scatter's result on the host for the all-to-all; this order
+// makes the result the all-to-all's send buffer as it is: the same sums, permuted), the
+// reduce-scatter and the all-to-all on device pointers (Collectives::reduce_scatter_device,
+// all_to_all_v_device), each block added into its columns of pooled[f]'s device memory with the
+// mean scaling (RankContext::device_add_scale_rows_2d); backward, dpooled's columns packed with
+// 1 / W and the mean scale fused in (device_scale_copy_rows_2d), the all-to-all and the
+// all-gather on device pointers (all_gather_v_device), the blocks copied into slot_grad's device
+// memory (to the host for a slot whose shard accumulates there).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -35,16 +46,46 @@ std::vector<size_t> block_slots(const Layout& L, int rank, const std::vector<Nod
   return out;
 }
 
+// Whether this rank's table_row_wise / grid_shard dists run on its device: every block's feature's
+// pooled output stays there (the same on every rank).
+bool on_device(const RankContext& ctx) {
+  const Layout& L = ctx.layout();
+  bool any = false;
+  for (const auto& blocks : L.node_blocks)
+    for (const NodeBlock& nb : blocks) {
+      if (!ctx.pooled_on_device(nb.feature)) return false;
+      any = true;
+    }
+  return any;
+}
+
+// The module's features (every node's blocks'), each once.
+std::vector<int> block_features(const Layout& L) {
+  std::vector<int> fs;
+  for (const auto& blocks : L.node_blocks)
+    for (const NodeBlock& nb : blocks)
+      if (std::find(fs.begin(), fs.end(), nb.feature) == fs.end()) fs.push_back(nb.feature);
+  return fs;
+}
+
 class Job final : public OutputDistJob {
  public:
-  DeviceBuffer<float> send, rs, a2a_send, recv;  // allocation order
+  DeviceBuffer<float> send, rs, a2a_send, recv;  // allocation order (on the device: no a2a_send)
   // the buffers go back to the allocator in the order they were taken (as the step always freed them)
   ~Job() override { send = {}; rs = {}; a2a_send = {}; recv = {}; }
   std::vector<int64_t> counts, scount, rcount;
+  bool on_device = false;  // the buffers are device memory (on_device(ctx)); rs is the all-to-all's send
   // on the comm thread: the reduce-scatter in the node, then rs rearranged for the all-to-all
   void run_intra_node(RankContext& ctx) {
     const Layout& L = ctx.layout();
     const CommPrecision prec = ctx.spec().qcomms.forward_precision;
+    if (on_device) {  // fp32; send packed [l][m][block]: rs is [m][block], as the all-to-all sends it
+      ctx.on_comm_lane(GroupKind::node, "output_dist/reduce_scatter_intra_node", [&] {
+        ctx.group(GroupKind::node)
+            .reduce_scatter_device("output_dist/reduce_scatter_intra_node", send.device_data(), counts, rs.device_data());
+      });
+      return;
+    }
     const auto& blocks = L.node_blocks[static_cast<size_t>(ctx.rank() / L.local)];
     ctx.on_comm_lane(GroupKind::node, "output_dist/reduce_scatter_intra_node", [&] {
       ctx.group(GroupKind::node)
@@ -67,7 +108,12 @@ class Job final : public OutputDistJob {
   void run_cross_node(RankContext& ctx) {
     const CommPrecision prec = ctx.spec().qcomms.forward_precision;
     ctx.on_comm_lane(GroupKind::cross, "output_dist/all_to_all_cross_node", [&] {
-      ctx.group(GroupKind::cross)
+      if (on_device)
+        ctx.group(GroupKind::cross)
+            .all_to_all_v_device("output_dist/all_to_all_cross_node", rs.device_data(), scount, recv.device_data(), rcount,
+                                 sizeof(float));
+      else
+        ctx.group(GroupKind::cross)
           .all_to_all_q("output_dist/all_to_all_cross_node", a2a_send.data(), scount, recv.data(), rcount, prec,
                         ctx.forward_error());
     });
@@ -75,6 +121,18 @@ class Job final : public OutputDistJob {
   void finish(RankContext& ctx, std::vector<DeviceBuffer<float>>& pooled, const std::vector<int64_t>& lengths) override {
     const Layout& L = ctx.layout();
     size_t p = 0;
+    if (on_device) {  // (0 + block) * mean scale into its columns of pooled's device memory
+      DeviceMeanScales sc = device_mean_scales(ctx, block_features(L), lengths);
+      for (int m = 0; m < L.nodes; ++m)
+        for (const NodeBlock& nb : L.node_blocks[static_cast<size_t>(m)]) {
+          const int64_t dim = L.dim[static_cast<size_t>(nb.feature)];
+          ctx.device_add_scale_rows_2d(L.B, nb.cols, recv.device_data() + p, nb.cols,
+                                       pooled[static_cast<size_t>(nb.feature)].device_data() + nb.col_offset, dim,
+                                       sc.of(nb.feature), false);
+          p += static_cast<size_t>(L.B * nb.cols);
+        }
+      return;
+    }
     for (int m = 0; m < L.nodes; ++m)
       for (const NodeBlock& nb : L.node_blocks[static_cast<size_t>(m)]) {
         const int64_t dim = L.dim[static_cast<size_t>(nb.feature)];
@@ -175,7 +233,7 @@ class TableRowWise final : public EmbeddingSharding {
 
  private:
   // Packs the partial sums of this rank's blocks for the output dist, every buffer of it.
-  static std::unique_ptr<Job> output_dist(RankContext& ctx, const std::vector<DeviceBuffer<float>>& slot_out) {
+  static std::unique_ptr<Job> output_dist(RankContext& ctx, std::vector<DeviceBuffer<float>>& slot_out) {
     const Layout& L = ctx.layout();
     const int64_t B = L.B;
     const int node = ctx.rank() / L.local;
@@ -186,7 +244,19 @@ class TableRowWise final : public EmbeddingSharding {
     job->send = ctx.buffer("comm_buffer", static_cast<size_t>(L.local * L.nodes * B * width));
     const std::vector<size_t> slot = block_slots(L, ctx.rank(), blocks);
     size_t p = 0;
-    for (int l = 0; l < L.local; ++l)
+    job->on_device = on_device(ctx);
+    if (job->on_device) {  // [l][m][block], device to device in order with the lookup
+      job->send.release_host_copy();
+      for (int l = 0; l < L.local; ++l)
+        for (int m = 0; m < L.nodes; ++m)
+          for (size_t b = 0; b < blocks.size(); ++b) {
+            const NodeBlock& nb = blocks[b];
+            ctx.device_copy(job->send.device_data() + p, slot_out[slot[b]].device_data() + (m * L.local + l) * B * nb.cols,
+                            static_cast<int64_t>(sizeof(float)) * B * nb.cols);
+            p += static_cast<size_t>(B * nb.cols);
+          }
+    }
+    for (int l = 0; l < L.local && !job->on_device; ++l)
       for (size_t b = 0; b < blocks.size(); ++b) {
         const NodeBlock& nb = blocks[b];
         const size_t k = slot[b];
@@ -201,15 +271,23 @@ class TableRowWise final : public EmbeddingSharding {
     job->scount.assign(static_cast<size_t>(L.nodes), B * width);
     job->rcount.assign(static_cast<size_t>(L.nodes), 0);
     for (int m = 0; m < L.nodes; ++m) job->rcount[static_cast<size_t>(m)] = B * L.node_width(m);
-    job->a2a_send = ctx.buffer("comm_buffer", job->rs.size());
+    if (!job->on_device) job->a2a_send = ctx.buffer("comm_buffer", job->rs.size());
     job->recv = ctx.buffer("comm_buffer",
                            static_cast<size_t>(std::accumulate(job->rcount.begin(), job->rcount.end(), int64_t{0})));
+    if (job->on_device) {
+      job->rs.release_host_copy();
+      job->recv.release_host_copy();
+    }
     return job;
   }
   // The gradient dist, first op: the gradients of every node's blocks (mean-scaled) to the
   // nodes across (the compute worker waits); its buffers stay in `s`.
-  static void grad_dist_cross_node(RankContext& ctx, const std::vector<DeviceBuffer<float>>& dpooled,
+  static void grad_dist_cross_node(RankContext& ctx, std::vector<DeviceBuffer<float>>& dpooled,
                                    const std::vector<int64_t>& lengths, GradScratch& s) {
+    if (on_device(ctx)) {
+      grad_dist_cross_node_on_device(ctx, dpooled, lengths, s);
+      return;
+    }
     const Layout& L = ctx.layout();
     const int64_t B = L.B;
     const CommPrecision prec = ctx.spec().qcomms.backward_precision;
@@ -236,6 +314,42 @@ class TableRowWise final : public EmbeddingSharding {
                         ctx.backward_error());
     });
   }
+  // grad_dist_cross_node on the device: the same send buffer (its mean scales' buffer taken and
+  // freed before it), every value in device memory.
+  static void grad_dist_cross_node_on_device(RankContext& ctx, std::vector<DeviceBuffer<float>>& dpooled,
+                                             const std::vector<int64_t>& lengths, GradScratch& s) {
+    const Layout& L = ctx.layout();
+    const int64_t B = L.B;
+    const int node = ctx.rank() / L.local;
+    const int64_t width = L.node_width(node);
+    const float inv_w = 1.0f / static_cast<float>(L.world);  // as the dense part's scaling on the host
+    std::vector<int64_t> scount(static_cast<size_t>(L.nodes)), rcount(static_cast<size_t>(L.nodes), B * width);
+    int64_t total = 0;
+    for (int m = 0; m < L.nodes; ++m) {
+      scount[static_cast<size_t>(m)] = B * L.node_width(m);
+      total += scount[static_cast<size_t>(m)];
+    }
+    DeviceMeanScales sc = device_mean_scales(ctx, block_features(L), lengths);
+    DeviceBuffer<float> sendb = ctx.buffer("comm_buffer", static_cast<size_t>(total));
+    sendb.release_host_copy();
+    size_t at = 0;
+    for (int m = 0; m < L.nodes; ++m)
+      for (const NodeBlock& nb : L.node_blocks[static_cast<size_t>(m)]) {  // (g / W) * mean scale of the bag
+        const int64_t dim = L.dim[static_cast<size_t>(nb.feature)];
+        ctx.device_scale_copy_rows_2d(B, nb.cols, dpooled[static_cast<size_t>(nb.feature)].device_data() + nb.col_offset,
+                                      dim, sendb.device_data() + at, nb.cols, inv_w, sc.of(nb.feature));
+        at += static_cast<size_t>(B * nb.cols);
+      }
+    s.sendb = std::move(sendb);
+    sc = {};  // the scales go back to the allocator (stream order on a GPU: the kernels read them first)
+    s.cross_recv = ctx.buffer("comm_buffer", static_cast<size_t>(L.nodes * B * width));  // [m][block][B x cols]
+    s.cross_recv.release_host_copy();
+    ctx.comm(GroupKind::cross, "grad_dist/all_to_all_cross_node", [&] {
+      ctx.group(GroupKind::cross)
+          .all_to_all_v_device("grad_dist/all_to_all_cross_node", s.sendb.device_data(), scount,
+                               s.cross_recv.device_data(), rcount, sizeof(float));
+    });
+  }
   // Its second op: all-gathered in the node (the compute worker waits), into slot_grad.
   static void grad_dist_intra_node(RankContext& ctx, GradScratch& s, std::vector<DeviceBuffer<float>>& slot_grad) {
     const Layout& L = ctx.layout();
@@ -244,12 +358,19 @@ class TableRowWise final : public EmbeddingSharding {
     const int node = ctx.rank() / L.local;
     const auto& blocks = L.node_blocks[static_cast<size_t>(node)];
     const int64_t width = L.node_width(node);
+    const bool dev = on_device(ctx);
     s.gathered = ctx.buffer("comm_buffer", static_cast<size_t>(L.local * L.nodes * B * width));  // [l][m][block][B x cols]
+    if (dev) s.gathered.release_host_copy();
     std::vector<int64_t> counts(static_cast<size_t>(L.local), L.nodes * B * width);
     // the values are already rounded to `prec`: sending them in it again is exact
     ctx.comm(GroupKind::node, "grad_dist/all_gather_intra_node", [&] {
-      ctx.group(GroupKind::node)
-          .all_gather_q("grad_dist/all_gather_intra_node", s.cross_recv.data(), s.gathered.data(), counts, prec, nullptr);
+      if (dev)
+        ctx.group(GroupKind::node)
+            .all_gather_v_device("grad_dist/all_gather_intra_node", s.cross_recv.device_data(), s.gathered.device_data(),
+                                 counts, sizeof(float));
+      else
+        ctx.group(GroupKind::node)
+            .all_gather_q("grad_dist/all_gather_intra_node", s.cross_recv.data(), s.gathered.data(), counts, prec, nullptr);
     });
     const std::vector<size_t> slot = block_slots(L, ctx.rank(), blocks);
     size_t p = 0;
@@ -258,10 +379,18 @@ class TableRowWise final : public EmbeddingSharding {
         for (size_t b = 0; b < blocks.size(); ++b) {
           const NodeBlock& nb = blocks[b];
           const int owner = m * L.local + l;
-          std::memcpy(slot_grad[slot[b]].data() + owner * B * nb.cols, s.gathered.data() + p,
-                      sizeof(float) * static_cast<size_t>(B * nb.cols));
+          const auto bytes = static_cast<int64_t>(sizeof(float)) * B * nb.cols;
+          if (dev)
+            ctx.device_copy(slot_grad[slot[b]].device_data() + owner * B * nb.cols, s.gathered.device_data() + p, bytes);
+          else
+            std::memcpy(slot_grad[slot[b]].data() + owner * B * nb.cols, s.gathered.data() + p, static_cast<size_t>(bytes));
           p += static_cast<size_t>(B * nb.cols);
         }
+    if (!dev) return;
+    for (const size_t k : slot)  // a shard that builds its sparse gradient on the host reads slot_grad there
+      if (!ctx.slot_grad_on_device(k) && slot_grad[k].size() > 0)
+        ctx.device_to_host(slot_grad[k].data(), slot_grad[k].device_data(),
+                           static_cast<int64_t>(slot_grad[k].size() * sizeof(float)));
   }
 };
 

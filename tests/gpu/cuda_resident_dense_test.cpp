@@ -1,8 +1,8 @@
 // Issue 14, "the dense part resident on the GPU", on a real GPU (label `gpu`; skipped with
 // cudaGetDeviceCount's answer where none is present): the cuda backend's resident dense part
 // (DenseModel::make_resident on the rank's CudaRankDevice: cuBLAS layers, the dot kernels,
-// cudaMemcpy2DAsync scatters and gathers; the table_wise / column_wise features' pooled embeddings
-// from the device dists, devdist55) trains as the cpu backend does: dense parameters within
+// cudaMemcpy2DAsync scatters and gathers; the pooled embeddings of the table_wise / column_wise
+// and row-split features from the device dists, devdist55 and rwdist56) trains as the cpu backend does: dense parameters within
 // 1e-5 after 5 steps for cat (tiny) and dot (criteo_kaggle cut down), losses within 1e-5, and the
 // host<->device copies of a measured step the ones counted by hand on the stand-in
 // (tests/engine/exec/dense_resident_test.cpp).
@@ -51,12 +51,12 @@ TEST(CudaResidentDense, DenseParamsEqualTheCpuBackendForCatAndDot) {
     s.devices.backend = es::Backend::cuda;
     const es::ShardingPlan plan = es::plan_sharding(s);
     // the features served by the pooled all-to-all (table_wise / column_wise / table_column_wise
-    // tables): their output and gradient dists run on the device (devdist55), so their pooled
-    // embeddings and gradients never cross
+    // tables, devdist55) and by the row-split dists (row_wise / table_row_wise / grid_shard,
+    // rwdist56): their output and gradient dists run on the device, so their pooled embeddings
+    // and gradients never cross (only data_parallel features' do)
     int64_t on_device = 0;
     for (const auto& tp : plan.tables)
-      if (tp.type == es::ShardingType::table_wise || tp.type == es::ShardingType::column_wise ||
-          tp.type == es::ShardingType::table_column_wise)
+      if (tp.type != es::ShardingType::data_parallel)
         on_device += static_cast<int64_t>(s.tables[static_cast<size_t>(tp.table)].feature_names.size());
     const auto before = embedscope::engine::detail::dense_copy_totals();
     const es::RunResult gpu = es::run_training(s, plan, opt);
@@ -128,4 +128,62 @@ TEST(CudaDeviceDist55, FourRanksOnOneGpuEqualTheHostStagedDistsWithFewerCopies) 
   EXPECT_LT(dev_copies.device_to_host, staged_copies.device_to_host);
   EXPECT_LT(dev_copies.host_to_device_bytes, staged_copies.host_to_device_bytes);
   EXPECT_LT(dev_copies.device_to_host_bytes, staged_copies.device_to_host_bytes);
+}
+
+// rwdist56 (issue 14): the row_wise and table_row_wise output and gradient dists on the GPU - the
+// looked-up partial sums packed with device copies, the intra-device communicator's
+// reduce-scatter (comm_zero + add_f32_cuda in member order) and all-gather straight between the 4
+// ranks' device buffers (Collectives::reduce_scatter_device / all_gather_v_device; the
+// table_row_wise all-to-all across nodes with all_to_all_v_device), the sums added into the
+// pooled embeddings' device memory with the mean scaling (add_scale_rows_2d_cuda), the gradients
+// packed with 1 / W and the mean scale fused in (scale_copy_rows_2d_cuda) - train bit for bit as
+// the same run with the dists staged through host memory (TrainerOptions::device_dist = false),
+// with fewer host<->device copies both ways. tiny (cat), every table row_wise, then every table
+// table_row_wise in 2 nodes of 2 ranks, 4 ranks on GPU 0, 3 measured steps.
+TEST(CudaRwDeviceDist56, FourRanksOnOneGpuEqualTheHostStagedDistsWithFewerCopies) {
+  if (auto why = embedscope::profiler::cuda_unavailable_reason(1); !why.empty()) GTEST_SKIP() << why;
+  for (const es::ShardingType type : {es::ShardingType::row_wise, es::ShardingType::table_row_wise}) {
+    SCOPED_TRACE(es::to_string(type));
+    es::WorkloadSpec s = gpu_resident_spec("tiny", 3);
+    s.devices.count = 4;
+    s.devices.ranks_per_gpu = 4;
+    s.devices.memory_bytes = int64_t{1} << 30;
+    s.devices.backend = es::Backend::cuda;
+    s.sharding.default_type = type;
+    s.sharding.local_world_size = type == es::ShardingType::table_row_wise ? 2 : 0;
+    const es::ShardingPlan plan = es::plan_sharding(s);
+    for (const auto& tp : plan.tables) ASSERT_EQ(tp.type, type);
+    auto run = [&](bool device_dist, embedscope::engine::detail::CopyTotals& copies) {
+      es::TrainerOptions opt;
+      opt.trace = false;
+      opt.keep_tables = true;
+      opt.device_dist = device_dist;
+      const auto before = embedscope::engine::detail::step_copy_totals();
+      es::RunResult r = es::run_training(s, plan, opt);
+      const auto after = embedscope::engine::detail::step_copy_totals();
+      copies = {after.host_to_device - before.host_to_device, after.device_to_host - before.device_to_host,
+                after.host_to_device_bytes - before.host_to_device_bytes,
+                after.device_to_host_bytes - before.device_to_host_bytes};
+      return r;
+    };
+    embedscope::engine::detail::CopyTotals staged_copies, dev_copies;
+    const es::RunResult staged = run(false, staged_copies);
+    const es::RunResult dev = run(true, dev_copies);
+    ASSERT_EQ(staged.ended, es::RunEnd::complete) << staged.error;
+    ASSERT_EQ(dev.ended, es::RunEnd::complete) << dev.error;
+    EXPECT_EQ(dev.tables, staged.tables);
+    EXPECT_EQ(dev.loss, staged.loss);
+    EXPECT_EQ(dev.dense_params, staged.dense_params);
+    std::printf("tiny %s, 4 ranks on one GPU, 3 measured steps: dists staged %lld copies in (%lld B), %lld out (%lld B); "
+                "on the device %lld (%lld B), %lld (%lld B)\n",
+                es::to_string(type), static_cast<long long>(staged_copies.host_to_device),
+                static_cast<long long>(staged_copies.host_to_device_bytes),
+                static_cast<long long>(staged_copies.device_to_host),
+                static_cast<long long>(staged_copies.device_to_host_bytes), static_cast<long long>(dev_copies.host_to_device),
+                static_cast<long long>(dev_copies.host_to_device_bytes), static_cast<long long>(dev_copies.device_to_host),
+                static_cast<long long>(dev_copies.device_to_host_bytes));
+    EXPECT_LT(dev_copies.host_to_device_bytes, staged_copies.host_to_device_bytes);
+    EXPECT_LT(dev_copies.device_to_host, staged_copies.device_to_host);
+    EXPECT_LT(dev_copies.device_to_host_bytes, staged_copies.device_to_host_bytes);
+  }
 }

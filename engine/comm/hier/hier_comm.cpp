@@ -177,59 +177,6 @@ void HierComm::run(const char* kind, const char* op_name, Meta meta, const std::
   }
 }
 
-void HierComm::gather_all(const char* op_name, const void* send, std::span<const int64_t> counts, void* recv,
-                          int64_t es) {
-  const HierShape& s = shape_;
-  const int n = size(), k = s.devices();
-  const int d = s.device_of[static_cast<size_t>(group_rank_)];
-  const auto& mine = s.on[static_cast<size_t>(d)];
-  std::vector<int64_t> dev_counts(static_cast<size_t>(k), 0);  // elements per device
-  for (int m = 0; m < n; ++m) dev_counts[static_cast<size_t>(s.device_of[static_cast<size_t>(m)])] += counts[static_cast<size_t>(m)];
-  const int64_t total = sum(counts);
-  // (1) the device's blocks, in its members' order
-  std::vector<char> dev_buf(static_cast<size_t>(dev_counts[static_cast<size_t>(d)] * es));
-  if (mine.size() > 1) {
-    std::vector<int64_t> lc;
-    for (int m : mine) lc.push_back(counts[static_cast<size_t>(m)]);
-    in_part(kIntra, [&] { local_->all_gather_v(op_name, send, dev_buf.data(), lc, static_cast<size_t>(es)); });
-  } else {
-    copy_bytes(dev_buf.data(), send, counts[static_cast<size_t>(group_rank_)] * es);
-  }
-  // (2) leaders: every device's blocks, device-major
-  std::vector<char> all(static_cast<size_t>(total * es));
-  if (s.is_leader(group_rank_)) {
-    if (k > 1)
-      in_part(kCross, [&] { cross_->all_gather_v(op_name, dev_buf.data(), all.data(), dev_counts, static_cast<size_t>(es)); });
-    else
-      all = dev_buf;
-  }
-  // (3) the leader's copy to its device's members
-  if (mine.size() > 1) {
-    std::vector<int64_t> bc(mine.size(), 0);
-    bc[0] = total;
-    std::vector<char> got(all.size());
-    in_part(kIntra, [&] { local_->all_gather_v(op_name, all.data(), got.data(), bc, static_cast<size_t>(es)); });
-    all.swap(got);
-  }
-  // (4) device-major to group order
-  std::vector<int64_t> dev_off(static_cast<size_t>(k), 0);
-  for (int e = 1; e < k; ++e) dev_off[static_cast<size_t>(e)] = dev_off[static_cast<size_t>(e - 1)] + dev_counts[static_cast<size_t>(e - 1)];
-  std::vector<int64_t> at(static_cast<size_t>(n));  // member m's block in `all`
-  for (int e = 0; e < k; ++e) {
-    int64_t off = dev_off[static_cast<size_t>(e)];
-    for (int m : s.on[static_cast<size_t>(e)]) {
-      at[static_cast<size_t>(m)] = off;
-      off += counts[static_cast<size_t>(m)];
-    }
-  }
-  int64_t out = 0;
-  for (int m = 0; m < n; ++m) {
-    const int64_t c = counts[static_cast<size_t>(m)];
-    copy_bytes(static_cast<char*>(recv) + out * es, all.data() + at[static_cast<size_t>(m)] * es, c * es);
-    out += c;
-  }
-}
-
 namespace {
 
 // exchange_all's memory: host vectors and memcpy, the parts' all_to_all_v.
@@ -244,6 +191,10 @@ struct HostMem {
   void a2a(Collectives& part, const char* op_name, const void* send, std::span<const int64_t> sc, void* recv,
            std::span<const int64_t> rc, size_t es) {
     part.all_to_all_v(op_name, send, sc, recv, rc, es);
+  }
+  void ag(Collectives& part, const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+          size_t es) {
+    part.all_gather_v(op_name, send, recv, counts, es);
   }
   void done() {}
 };
@@ -289,10 +240,73 @@ struct DeviceMem {
            std::span<const int64_t> rc, size_t es) {
     part.all_to_all_v_device(op_name, send, sc, recv, rc, es);
   }
+  void ag(Collectives& part, const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+          size_t es) {
+    part.all_gather_v_device(op_name, send, recv, counts, es);
+  }
   void done() { ops.comm_sync(); }
 };
 
 }  // namespace
+
+template <class Mem>
+void HierComm::gather_all(Mem& mem, const char* op_name, const void* send, std::span<const int64_t> counts, void* recv,
+                          int64_t es) {
+  const HierShape& s = shape_;
+  const int n = size(), k = s.devices();
+  const int d = s.device_of[static_cast<size_t>(group_rank_)];
+  const auto& mine = s.on[static_cast<size_t>(d)];
+  std::vector<int64_t> dev_counts(static_cast<size_t>(k), 0);  // elements per device
+  for (int m = 0; m < n; ++m) dev_counts[static_cast<size_t>(s.device_of[static_cast<size_t>(m)])] += counts[static_cast<size_t>(m)];
+  const int64_t total = sum(counts);
+  // (1) the device's blocks, in its members' order
+  typename Mem::Buffer dev_buf = mem.make(dev_counts[static_cast<size_t>(d)] * es);
+  if (mine.size() > 1) {
+    std::vector<int64_t> lc;
+    for (int m : mine) lc.push_back(counts[static_cast<size_t>(m)]);
+    in_part(kIntra, [&] { mem.ag(*local_, op_name, send, dev_buf.data(), lc, static_cast<size_t>(es)); });
+  } else {
+    mem.copy(dev_buf.data(), send, counts[static_cast<size_t>(group_rank_)] * es);
+  }
+  // (2) leaders: every device's blocks, device-major
+  typename Mem::Buffer all;
+  if (s.is_leader(group_rank_)) {
+    if (k > 1) {
+      all = mem.make(total * es);
+      in_part(kCross, [&] { mem.ag(*cross_, op_name, dev_buf.data(), all.data(), dev_counts, static_cast<size_t>(es)); });
+    } else {
+      all = std::move(dev_buf);
+    }
+  } else {
+    all = mem.make(total * es);  // sends nothing in (3)
+  }
+  // (3) the leader's copy to its device's members
+  if (mine.size() > 1) {
+    std::vector<int64_t> bc(mine.size(), 0);
+    bc[0] = total;
+    typename Mem::Buffer got = mem.make(total * es);
+    in_part(kIntra, [&] { mem.ag(*local_, op_name, all.data(), got.data(), bc, static_cast<size_t>(es)); });
+    all = std::move(got);
+  }
+  // (4) device-major to group order
+  std::vector<int64_t> dev_off(static_cast<size_t>(k), 0);
+  for (int e = 1; e < k; ++e) dev_off[static_cast<size_t>(e)] = dev_off[static_cast<size_t>(e - 1)] + dev_counts[static_cast<size_t>(e - 1)];
+  std::vector<int64_t> at(static_cast<size_t>(n));  // member m's block in `all`
+  for (int e = 0; e < k; ++e) {
+    int64_t off = dev_off[static_cast<size_t>(e)];
+    for (int m : s.on[static_cast<size_t>(e)]) {
+      at[static_cast<size_t>(m)] = off;
+      off += counts[static_cast<size_t>(m)];
+    }
+  }
+  int64_t out = 0;
+  for (int m = 0; m < n; ++m) {
+    const int64_t c = counts[static_cast<size_t>(m)];
+    mem.copy(static_cast<char*>(recv) + out * es, all.data() + at[static_cast<size_t>(m)] * es, c * es);
+    out += c;
+  }
+  mem.done();
+}
 
 template <class Mem>
 void HierComm::exchange_all(Mem& mem, const char* op_name, const void* send, std::span<const int64_t> S, void* recv,
@@ -390,7 +404,11 @@ void HierComm::exchange_all(Mem& mem, const char* op_name, const void* send, std
 }
 
 void HierComm::all_gather_impl(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
-                               size_t elem_size, const char* dtype) {
+                               size_t elem_size, const char* dtype, bool on_device) {
+  if (on_device && !device_)
+    throw std::logic_error(fmt::format("all_gather '{}' on device buffers: the hierarchical group {} was made without "
+                                       "the rank's device",
+                                       op_name, name_));
   const int n = size();
   if (static_cast<int>(counts.size()) != n)
     throw std::invalid_argument(fmt::format("all_gather '{}': {} counts for {} ranks", op_name, counts.size(), n));
@@ -398,7 +416,16 @@ void HierComm::all_gather_impl(const char* op_name, const void* send, void* recv
   const auto es = static_cast<int64_t>(elem_size);
   Meta meta{std::vector<int64_t>(counts.size(), counts[me]), {counts.begin(), counts.end()}, elem_size, dtype, 0,
             all_gather_bytes(counts, group_rank_, es)};
-  run("all_gather", op_name, std::move(meta), [&] { gather_all(op_name, send, counts, recv, es); });
+  run("all_gather", op_name, std::move(meta), [&] {
+    if (on_device) {
+      DeviceMem mem{*device_};
+      device_->comm_wait_compute();  // the send buffer was written on the compute stream
+      gather_all(mem, op_name, send, counts, recv, es);
+    } else {
+      HostMem mem;
+      gather_all(mem, op_name, send, counts, recv, es);
+    }
+  });
 }
 
 std::vector<int64_t> HierComm::split_check(const char* op_name, std::span<const int64_t> send_counts,
@@ -463,6 +490,33 @@ void HierComm::all_gather_v(const char* op_name, const void* send, void* recv, s
   all_gather_impl(op_name, send, recv, counts, elem_size, nullptr);
 }
 
+void HierComm::all_gather_v_device(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                                   size_t elem_size) {
+  all_gather_impl(op_name, send, recv, counts, elem_size, nullptr, true);
+}
+
+void HierComm::reduce_scatter_device(const char* op_name, const float* send, std::span<const int64_t> counts,
+                                     float* recv) {
+  const int n = size();
+  if (static_cast<int>(counts.size()) != n)
+    throw std::invalid_argument(fmt::format("reduce_scatter '{}': {} counts for {} ranks", op_name, counts.size(), n));
+  if (!device_)
+    throw std::logic_error(fmt::format("reduce_scatter '{}' on device buffers: the hierarchical group {} was made "
+                                       "without the rank's device",
+                                       op_name, name_));
+  const int64_t mine = counts[static_cast<size_t>(group_rank_)];
+  const std::vector<int64_t> recv_counts(static_cast<size_t>(n), mine);
+  const int64_t es = sizeof(float);
+  DeviceMem mem{*device_};
+  auto gathered = mem.make(mine * n * es);  // every member's block for this rank, group order
+  all_to_all_impl("reduce_scatter", op_name, send, counts, gathered.data(), recv_counts, sizeof(float), nullptr, true);
+  if (mine == 0) return;
+  device_->comm_zero(recv, mine * es);  // from zero, in group order: the host variant's sum
+  for (int r = 0; r < n; ++r)
+    device_->comm_add(recv, reinterpret_cast<const float*>(gathered.data()) + r * mine, mine);
+  device_->comm_sync();
+}
+
 void HierComm::all_reduce_sum(const char* op_name, float* data, int64_t count) {
   const int n = size();
   const auto nn = static_cast<size_t>(n);
@@ -481,7 +535,7 @@ void HierComm::all_reduce_sum(const char* op_name, float* data, int64_t count) {
     std::vector<float> reduced(static_cast<size_t>(mine), 0.0f);  // from zero, in group order
     for (size_t r = 0; r < nn; ++r)
       for (int64_t x = 0; x < mine; ++x) reduced[static_cast<size_t>(x)] += gathered[r * static_cast<size_t>(mine) + static_cast<size_t>(x)];
-    gather_all(op_name, reduced.data(), chunk, data, sizeof(float));
+    gather_all(mem, op_name, reduced.data(), chunk, data, sizeof(float));
   });
 }
 

@@ -142,6 +142,16 @@ class HierComm final : public Collectives {
   /// counts: n elements per member; recv: sum(counts) elements in group order.
   void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                     size_t elem_size) override;
+  /// As all_gather_v on the rank's device memory: the same composition with the parts'
+  /// all_gather_v_device, intermediate buffers in the device's memory, reordering as comm_copy.
+  void all_gather_v_device(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                           size_t elem_size) override;
+  /// As reduce_scatter_q at fp32 on the rank's device memory: the all-to-all of the blocks on
+  /// the device (all_to_all_v_device's composition, recorded as the reduce-scatter), then recv
+  /// zeroed and the blocks added in group order on the comm stream (comm_zero, comm_add):
+  /// bit-equal to the host variant.
+  void reduce_scatter_device(const char* op_name, const float* send, std::span<const int64_t> counts,
+                             float* recv) override;
   /// In place, `count` floats; the sum in group order from zero (see above).
   void all_reduce_sum(const char* op_name, float* data, int64_t count) override;
   void all_to_all_q(const char* op_name, const float* send, std::span<const int64_t> send_counts, float* recv,
@@ -170,14 +180,16 @@ class HierComm final : public Collectives {
   /// One collective of the group: sequence number, flight recorder, the parts (body), a
   /// CollectiveError of a part rethrown under the group's name and sequence, counters, record.
   void run(const char* kind, const char* op_name, Meta meta, const std::function<void()>& body);
-  /// The composition of an all-gather (bytes; counts in elements of `es` bytes).
-  void gather_all(const char* op_name, const void* send, std::span<const int64_t> counts, void* recv, int64_t es);
+  /// The composition of an all-gather (bytes; counts in elements of `es` bytes). Mem: host
+  /// vectors (all_gather_v) or the device's memory (all_gather_v_device), as exchange_all's.
+  template <class Mem>
+  void gather_all(Mem& mem, const char* op_name, const void* send, std::span<const int64_t> counts, void* recv, int64_t es);
   /// The composition of an all-to-all; S: n x n row-major, S[i * n + j] elements from i to j.
   /// Mem: host vectors (all_to_all_v) or the device's memory (all_to_all_v_device).
   template <class Mem>
   void exchange_all(Mem& mem, const char* op_name, const void* send, std::span<const int64_t> S, void* recv, int64_t es);
   void all_gather_impl(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
-                       size_t elem_size, const char* dtype);
+                       size_t elem_size, const char* dtype, bool on_device = false);
   /// The split check: returns the n x 2n matrix of every member's send and receive counts;
   /// throws SplitMismatchError (the flat text) on every member.
   std::vector<int64_t> split_check(const char* op_name, std::span<const int64_t> send_counts,

@@ -25,6 +25,9 @@ class HostIntraDeviceOps final : public IntraDeviceOps {
   }
   void comm_sync() const override {}
   void comm_wait_compute() const override {}
+  void comm_zero(void* dst, int64_t bytes) const override {
+    if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
+  }
 
  private:
   static void copy(void* dst, const void* src, int64_t bytes) {
@@ -189,7 +192,7 @@ void LocalComm::run(const char* kind, const char* op_name, Meta meta, const void
 }
 
 void LocalComm::all_gather_impl(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
-                                size_t elem_size, const char* dtype, bool /*record_split_check*/) {
+                                size_t elem_size, const char* dtype, bool /*record_split_check*/, bool on_device) {
   const int n = size();
   if (static_cast<int>(counts.size()) != n)
     throw std::invalid_argument(fmt::format("all_gather '{}': {} counts for {} ranks", op_name, counts.size(), n));
@@ -199,16 +202,47 @@ void LocalComm::all_gather_impl(const char* op_name, const void* send, void* rec
             all_gather_bytes(counts, group_rank_, es)};
   const int64_t total = sum(counts);
   run("all_gather", op_name, std::move(meta), send, counts[me] * es, {}, [&](const auto& staged, const auto&) {
-    Staged out(ops_, total * es);
+    Staged out(ops_, on_device ? 0 : total * es);  // device memory: straight into recv
+    char* to = on_device ? static_cast<char*>(recv) : out.get();
     int64_t off = 0;
     for (int j = 0; j < n; ++j) {
       const int64_t b = counts[static_cast<size_t>(j)] * es;
-      if (b > 0) ops_.comm_copy(out.get() + off, staged[static_cast<size_t>(j)], b);
+      if (b > 0) ops_.comm_copy(to + off, staged[static_cast<size_t>(j)], b);
       off += b;
     }
-    if (total > 0) ops_.comm_to_host(recv, out.get(), total * es);
+    if (total > 0 && !on_device) ops_.comm_to_host(recv, out.get(), total * es);
     ops_.comm_sync();
-  });
+  }, on_device);
+}
+
+void LocalComm::all_gather_v_device(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                                    size_t elem_size) {
+  all_gather_impl(op_name, send, recv, counts, elem_size, nullptr, false, true);
+}
+
+void LocalComm::reduce_scatter_device(const char* op_name, const float* send, std::span<const int64_t> counts,
+                                      float* recv) {
+  const int n = size();
+  if (static_cast<int>(counts.size()) != n)
+    throw std::invalid_argument(fmt::format("reduce_scatter '{}': {} counts for {} ranks", op_name, counts.size(), n));
+  const int64_t mine = counts[static_cast<size_t>(group_rank_)];
+  const std::vector<int64_t> recv_counts(static_cast<size_t>(n), mine);
+  split_check("reduce_scatter", op_name, counts, recv_counts);
+  const int64_t es = sizeof(float);
+  Meta meta{{counts.begin(), counts.end()}, recv_counts, sizeof(float), nullptr, 0,
+            all_to_all_bytes(counts, recv_counts, group_rank_, es)};
+  run("reduce_scatter", op_name, std::move(meta), send, sum(counts) * es, {counts.begin(), counts.end()},
+      [&](const auto& staged, const auto& all_counts) {
+        if (mine == 0) return;
+        ops_.comm_zero(recv, mine * es);  // from zero, in member order: the host variant's sum
+        for (int j = 0; j < n; ++j) {
+          const auto& cj = all_counts[static_cast<size_t>(j)];
+          const int64_t at = std::accumulate(cj.begin(), cj.begin() + group_rank_, int64_t{0});
+          ops_.comm_add(recv, static_cast<const float*>(staged[static_cast<size_t>(j)]) + at, mine);
+        }
+        ops_.comm_sync();
+      },
+      true);
 }
 
 void LocalComm::split_check(const char* kind, const char* op_name, std::span<const int64_t> send_counts,

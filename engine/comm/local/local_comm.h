@@ -22,9 +22,11 @@
 //      for its stream and copies the result to the host buffer (comm_to_host);
 //   4. depart: it waits (until the timeout) for every member to finish reading, so that no
 //      staged buffer is freed while a peer reads it, and frees its own.
-// all_to_all_v_device (send and receive buffers in the device's memory): no staging; in step 1
+// all_to_all_v_device, reduce_scatter_device and all_gather_v_device (send and receive buffers
+// in the device's memory): no staging; in step 1
 // the comm stream is ordered after the compute stream and synchronized, the member publishes
-// its send buffer itself, and in step 3 copies its blocks straight into its receive buffer.
+// its send buffer itself, and in step 3 copies its blocks straight into its receive buffer (the
+// reduce-scatter: zeroes it on the device and adds the blocks into it in member order).
 
 #include <atomic>
 #include <chrono>
@@ -64,6 +66,15 @@ class IntraDeviceOps {
   virtual void comm_add(float* dst, const float* src, int64_t n) const = 0;
   /// Returns when everything issued on the comm stream has finished.
   virtual void comm_sync() const = 0;
+  /// dst[0, bytes) = 0 (device memory) on the comm stream: the reduce-scatter on device buffers
+  /// (Collectives::reduce_scatter_device) sums from zero without staging zeros from the host.
+  /// By default a comm_to_device of host zeros; the engine's devices override it (the stand-in:
+  /// memset; a GPU: cudaMemsetAsync on the comm stream).
+  virtual void comm_zero(void* dst, int64_t bytes) const {
+    if (bytes <= 0) return;
+    const std::vector<char> zeros(static_cast<size_t>(bytes), 0);
+    comm_to_device(dst, zeros.data(), bytes);
+  }
   /// Orders the comm stream after the work issued so far on the device's compute stream (on a
   /// GPU an event recorded there and cudaStreamWaitEvent; does not wait: a comm_sync after it
   /// returns once that work is done). The host stand-in: nothing (its work is done on return).
@@ -127,6 +138,13 @@ class LocalComm final : public Collectives {
                            std::span<const int64_t> recv_counts, size_t elem_size) override;
   void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                     size_t elem_size) override;
+  /// reduce_scatter_q (fp32) on device memory of `ops`: no staging; recv zeroed on the device
+  /// (comm_zero) and the members' blocks added into it in member order (comm_add).
+  void reduce_scatter_device(const char* op_name, const float* send, std::span<const int64_t> counts,
+                             float* recv) override;
+  /// all_gather_v on device memory of `ops`: no staging; the blocks copied straight into recv.
+  void all_gather_v_device(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                           size_t elem_size) override;
   /// In place; the sum in member order (((b0 + b1) + b2) ...) on the device.
   void all_reduce_sum(const char* op_name, float* data, int64_t count) override;
   void all_to_all_q(const char* op_name, const float* send, std::span<const int64_t> send_counts, float* recv,
@@ -172,8 +190,9 @@ class LocalComm final : public Collectives {
   void all_to_all_impl(const char* kind, const char* op_name, const void* send, std::span<const int64_t> send_counts,
                        void* recv, std::span<const int64_t> recv_counts, size_t elem_size, const char* dtype,
                        bool on_device = false);
+  /// `on_device`: send and recv are device memory of ops_ (all_gather_v_device).
   void all_gather_impl(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
-                       size_t elem_size, const char* dtype, bool record_split_check);
+                       size_t elem_size, const char* dtype, bool record_split_check, bool on_device = false);
   int size() const { return static_cast<int>(group_->members().size()); }
 
   std::shared_ptr<LocalGroup> group_;

@@ -130,6 +130,11 @@ void CudaRankDevice::comm_add(float* dst, const float* src, int64_t n) const {
   cuda::add_f32_cuda(dst, src, n, comm_stream_);
 }
 
+void CudaRankDevice::comm_zero(void* dst, int64_t bytes) const {
+  if (bytes <= 0) return;
+  check(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), comm_stream_), "cudaMemsetAsync (comm stream)");
+}
+
 void CudaRankDevice::comm_sync() const { check(cudaStreamSynchronize(comm_stream_), "cudaStreamSynchronize (comm stream)"); }
 
 void CudaRankDevice::comm_wait_compute() const {
@@ -198,6 +203,16 @@ void CudaRankDevice::copy_2d(void* dst, int64_t dst_pitch, const void* src, int6
 void CudaRankDevice::scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
                                    int64_t dst_stride, float s) const {
   cuda::scale_copy_2d_cuda(rows, width, src, src_stride, dst, dst_stride, s, stream_);
+}
+
+void CudaRankDevice::add_scale_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                                       int64_t dst_stride, const float* row_scale, bool accumulate) const {
+  cuda::add_scale_rows_2d_cuda(rows, width, src, src_stride, dst, dst_stride, row_scale, accumulate, stream_);
+}
+
+void CudaRankDevice::scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                                        int64_t dst_stride, float s, const float* row_scale) const {
+  cuda::scale_copy_rows_2d_cuda(rows, width, src, src_stride, dst, dst_stride, s, row_scale, stream_);
 }
 
 namespace {
@@ -489,6 +504,17 @@ class NcclCollectives final : public Collectives {
     device_->comm_sync();
     comm_.all_to_all_v(op_name, copy_, send, send_counts, recv, recv_counts, elem_size).synchronize();
   }
+  // The row-split dists' collectives on device pointers, ordered as all_to_all_v_device.
+  void reduce_scatter_device(const char* op_name, const float* send, std::span<const int64_t> counts,
+                             float* recv) override {
+    after_compute("reduce_scatter", op_name);
+    comm_.reduce_scatter(op_name, copy_, send, counts, recv).synchronize();
+  }
+  void all_gather_v_device(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
+                           size_t elem_size) override {
+    after_compute("all_gather", op_name);
+    comm_.all_gather_v(op_name, copy_, send, recv, counts, elem_size).synchronize();
+  }
   void all_gather_v(const char* op_name, const void* send, void* recv, std::span<const int64_t> counts,
                     size_t elem_size) override {
     const int64_t sb = counts[static_cast<size_t>(comm_.rank())] * static_cast<int64_t>(elem_size);
@@ -525,6 +551,17 @@ class NcclCollectives final : public Collectives {
 
  private:
   static int64_t total(std::span<const int64_t> c) { return std::accumulate(c.begin(), c.end(), int64_t{0}); }
+  // A device variant's start: the rank's device is known (std::logic_error naming the call
+  // otherwise), and the work issued on its compute stream (the packing of `send`) is done.
+  void after_compute(const char* kind, const char* op_name) {
+    if (!device_)
+      throw std::logic_error(fmt::format("{} '{}' on device buffers: the NCCL collectives of group {} were made "
+                                         "without the rank's device",
+                                         kind, op_name, comm_.name()));
+    check(cudaSetDevice(comm_.device()), "cudaSetDevice");  // the calling thread may be the comm worker
+    device_->comm_wait_compute();
+    device_->comm_sync();
+  }
   static void fp32_only(CommPrecision p, const char* op_name) {
     if (p != CommPrecision::fp32)
       throw std::logic_error(fmt::format("{}: qcomms {} on the cuda backend (the spec should have refused it)", op_name,

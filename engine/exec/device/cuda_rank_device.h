@@ -106,6 +106,11 @@ class CudaRankDevice final : public RankDevice {
   /// scale_copy_2d_cuda on the compute stream; does not wait.
   void scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
                      float s) const override;
+  /// add_scale_rows_2d_cuda / scale_copy_rows_2d_cuda on the compute stream; do not wait.
+  void add_scale_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                         int64_t dst_stride, const float* row_scale, bool accumulate) const override;
+  void scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                          int64_t dst_stride, float s, const float* row_scale) const override;
   /// tbe_forward of A (its prepared rows x r plan) into p, then low_rank_project_cuda into out;
   /// on the compute stream, does not wait.
   void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
@@ -139,6 +144,8 @@ class CudaRankDevice final : public RankDevice {
   void comm_add(float* dst, const float* src, int64_t n) const override;
   /// cudaStreamSynchronize(comm stream).
   void comm_sync() const override;
+  /// cudaMemsetAsync on the comm stream.
+  void comm_zero(void* dst, int64_t bytes) const override;
   /// An event recorded on the compute stream, cudaStreamWaitEvent on the comm stream.
   void comm_wait_compute() const override;
 

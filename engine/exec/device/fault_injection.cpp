@@ -108,6 +108,14 @@ class FaultyDevice final : public RankDevice {
                      float s) const override {
     in_->scale_copy_2d(rows, width, src, src_stride, dst, dst_stride, s);
   }
+  void add_scale_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                         int64_t dst_stride, const float* row_scale, bool accumulate) const override {
+    in_->add_scale_rows_2d(rows, width, src, src_stride, dst, dst_stride, row_scale, accumulate);
+  }
+  void scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                          int64_t dst_stride, float s, const float* row_scale) const override {
+    in_->scale_copy_rows_2d(rows, width, src, src_stride, dst, dst_stride, s, row_scale);
+  }
   void* pin_host(void* host, int64_t bytes, const std::string& what) const override {
     return in_->pin_host(host, bytes, what);
   }
@@ -139,6 +147,7 @@ class FaultyDevice final : public RankDevice {
     maybe_fail("comm_add");
     in_->comm_add(dst, src, n);
   }
+  void comm_zero(void* dst, int64_t bytes) const override { in_->comm_zero(dst, bytes); }
   void comm_sync() const override {
     maybe_fail("comm_sync");
     in_->comm_sync();

@@ -57,6 +57,10 @@ class HostRankDevice final : public RankDevice {
     check_bound("comm_sync");
   }
   void comm_wait_compute() const override { check_bound("comm_wait_compute"); }
+  void comm_zero(void* dst, int64_t bytes) const override {
+    check_bound("comm_zero");
+    comm_->comm_zero(dst, bytes);
+  }
   std::string name() const override { return "host memory (emulated device " + std::to_string(device_) + ")"; }
   void bind_thread() const override { tl_bound_device = device_; }
   std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const override {
@@ -194,6 +198,16 @@ class HostRankDevice final : public RankDevice {
                      float s) const override {
     check_bound("scale_copy_2d");
     dist_pack_core::scale_copy_2d(rows, width, src, src_stride, dst, dst_stride, s);
+  }
+  void add_scale_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                         int64_t dst_stride, const float* row_scale, bool accumulate) const override {
+    check_bound("add_scale_rows_2d");
+    dist_pack_core::add_scale_rows_2d(rows, width, src, src_stride, dst, dst_stride, row_scale, accumulate);
+  }
+  void scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                          int64_t dst_stride, float s, const float* row_scale) const override {
+    check_bound("scale_copy_rows_2d");
+    dist_pack_core::scale_copy_rows_2d(rows, width, src, src_stride, dst, dst_stride, s, row_scale);
   }
   // host memory is the device's: nothing to pin, the rows copied by the CPU reference
   void* pin_host(void* host, int64_t, const std::string&) const override { return host; }

@@ -175,6 +175,20 @@ class RankDevice : public IntraDeviceOps {
   /// std::invalid_argument for a negative size or a stride below width.
   virtual void scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
                              int64_t dst_stride, float s) const = 0;
+  /// dist_pack_core::add_scale_rows_2d (kernels/dist_pack_core.h) on device memory: `rows` rows of
+  /// `width` floats of src added into dst ((accumulate ? dst : 0) + src), each row then times
+  /// row_scale[r] (device memory; nullptr: none). The unpacking of the row_wise / table_row_wise
+  /// output dist into the pooled output with the mean scaling (sharding/row_wise.cpp,
+  /// table_row_wise.cpp). On a GPU add_scale_rows_2d_cuda on the compute stream, asynchronous;
+  /// the stand-in: the core's loop. Throws std::invalid_argument for a negative size or a stride
+  /// below width.
+  virtual void add_scale_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                                 int64_t dst_stride, const float* row_scale, bool accumulate) const = 0;
+  /// dist_pack_core::scale_copy_rows_2d on device memory: dst = (src * s) * row_scale[r] (no
+  /// row_scale: src * s). The packing of the row_wise / table_row_wise gradient dist (1 / W and
+  /// the mean scale fused in). GPU: scale_copy_rows_2d_cuda on the compute stream; as above.
+  virtual void scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                                  int64_t dst_stride, float s, const float* row_scale) const = 0;
   /// low_rank_pooled_lookup (kernels/low_rank.h) of a factorized shard on device memory: A
   /// (rows x r) looked up into p (n_bags x r: the scaled sums of A rows; the shard's prepared
   /// rows x r plan), then out = p B (B: r x dim; out: n_bags x dim). On a GPU tbe_forward and

@@ -424,8 +424,18 @@ class Rank final : public sharding::RankContext {
     if (measured_) detail::add_sparse_grad_copies({0, 1, 0, bytes});
   }
   /// Whether feature f's pooled embeddings and their gradients stay on the device
-  /// (dist_on_device and f is served by table_wise / column_wise slots: the pooled all-to-all's).
-  bool pooled_on_device(int f) const;
+  /// (dist_on_device and f is served by table_wise / column_wise slots: the pooled all-to-all's;
+  /// or by row_wise / table_row_wise / grid_shard slots in a plan without hot rows).
+  bool pooled_on_device(int f) const override;
+  void host_to_device(void* dst, const void* src, int64_t bytes) override { device_or_throw().to_device(dst, src, bytes); }
+  void device_add_scale_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                                int64_t dst_stride, const float* row_scale, bool accumulate) override {
+    device_or_throw().add_scale_rows_2d(rows, width, src, src_stride, dst, dst_stride, row_scale, accumulate);
+  }
+  void device_scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                                 int64_t dst_stride, float s, const float* row_scale) override {
+    device_or_throw().scale_copy_rows_2d(rows, width, src, src_stride, dst, dst_stride, s, row_scale);
+  }
 
  private:
   const detail::RankDevice& device_or_throw() const {

@@ -202,7 +202,10 @@ void Rank::mean_scales(Inflight& b) const {
 bool Rank::pooled_on_device(int f) const {
   if (!dist_on_device()) return false;
   for (const Slot& sl : L_.slots)
-    if (sl.feature == f) return detail::is_a2a(sl.type);  // a feature's slots share its table's type
+    if (sl.feature == f)  // a feature's slots share its table's type
+      // row-split tables: not in a plan with hot rows (hot_rows.cpp pools them into pooled[f] and
+      // reads dpooled[f] on the host)
+      return detail::is_a2a(sl.type) || (detail::is_rw(sl.type) && L_.hot_tables.empty());
   return false;  // replicated (data_parallel): no slot
 }
 
@@ -211,7 +214,7 @@ bool Rank::slot_grad_on_device(size_t local_slot) const {
   const Slot& sl = L_.slots[static_cast<size_t>(L_.slots_to[static_cast<size_t>(me_)].at(local_slot))];
   for (const auto& ls : shards)
     if (ls.table == sl.table && ls.s.row_offset == sl.s.row_offset && ls.s.col_offset == sl.s.col_offset)
-      return detail::is_a2a(sl.type) && accumulates_on_device(ls) &&
+      return pooled_on_device(sl.feature) && accumulates_on_device(ls) &&
              std::none_of(shardings_.begin(), shardings_.end(),
                           [&](const auto& m) { return m->applies_shard_grads(L_, ls.table); });
   return false;
@@ -282,8 +285,9 @@ void Rank::lookup(Inflight& b) {
     const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
     b.slot_out[k] = buf<float>("pooled_output", static_cast<size_t>(W * B * sl.s.num_cols));
     auto g = gathered.find({sl.table, sl.shard});
-    // a table_wise / column_wise slot whose output dist packs on the device: its rows stay there
-    const bool rows_stay = dist_on_device() && detail::is_a2a(sl.type);
+    // a slot whose output dist packs on the device (table_wise / column_wise, and the row-split
+    // types without hot rows: pooled_on_device): its rows stay there
+    const bool rows_stay = pooled_on_device(sl.feature);
     slot_lookup(sl.table, sl.shard, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
                 b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k],
                 g == gathered.end() ? nullptr : &g->second.first,

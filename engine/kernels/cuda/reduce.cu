@@ -24,7 +24,51 @@ __global__ void __launch_bounds__(kThreads) scale_copy_2d_kernel(int64_t rows, i
   dst[r * dst_stride + c] = dist_pack_core::scaled(src[r * src_stride + c], s);
 }
 
+__global__ void __launch_bounds__(kThreads) add_scale_rows_2d_kernel(int64_t rows, int64_t width,
+                                                                     const float* __restrict__ src, int64_t src_stride,
+                                                                     float* __restrict__ dst, int64_t dst_stride,
+                                                                     const float* __restrict__ row_scale,
+                                                                     bool accumulate) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * width) return;
+  const int64_t r = i / width, c = i % width;
+  float* d = dst + r * dst_stride + c;
+  *d = dist_pack_core::added_scaled(accumulate ? *d : 0.0f, src[r * src_stride + c], row_scale != nullptr,
+                                    row_scale ? row_scale[r] : 1.0f);
+}
+
+__global__ void __launch_bounds__(kThreads) scale_copy_rows_2d_kernel(int64_t rows, int64_t width,
+                                                                      const float* __restrict__ src, int64_t src_stride,
+                                                                      float* __restrict__ dst, int64_t dst_stride,
+                                                                      float s, const float* __restrict__ row_scale) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * width) return;
+  const int64_t r = i / width, c = i % width;
+  dst[r * dst_stride + c] =
+      dist_pack_core::twice_scaled(src[r * src_stride + c], s, row_scale != nullptr, row_scale ? row_scale[r] : 1.0f);
+}
+
 }  // namespace
+
+void add_scale_rows_2d_cuda(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                            int64_t dst_stride, const float* row_scale, bool accumulate, void* stream) {
+  dist_pack_core::check_scale_copy_2d(rows, width, src_stride, dst_stride);
+  if (rows == 0 || width == 0) return;
+  const int64_t n = rows * width;
+  detail::launch("add_scale_rows_2d", "rows=" + std::to_string(rows) + " width=" + std::to_string(width),
+                 launch_1d(n, kThreads, kThreads), detail::as_stream(stream), add_scale_rows_2d_kernel, rows, width,
+                 src, src_stride, dst, dst_stride, row_scale, accumulate);
+}
+
+void scale_copy_rows_2d_cuda(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                             int64_t dst_stride, float s, const float* row_scale, void* stream) {
+  dist_pack_core::check_scale_copy_2d(rows, width, src_stride, dst_stride);
+  if (rows == 0 || width == 0) return;
+  const int64_t n = rows * width;
+  detail::launch("scale_copy_rows_2d", "rows=" + std::to_string(rows) + " width=" + std::to_string(width),
+                 launch_1d(n, kThreads, kThreads), detail::as_stream(stream), scale_copy_rows_2d_kernel, rows, width,
+                 src, src_stride, dst, dst_stride, s, row_scale);
+}
 
 void scale_copy_2d_cuda(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
                         int64_t dst_stride, float s, void* stream) {

@@ -493,3 +493,129 @@ TEST(HierComm, ClosingConnectionsFailsAWaitingPeerAtOnce) {
   EXPECT_EQ(after_close, "all_reduce 'after_close' (group world, sequence 2) not started: this rank closed its "
                          "connections after an earlier failure");
 }
+
+namespace {
+
+// The row-split dists' collectives on n ranks, twice: a reduce-scatter with counts 1 + m % 2 for
+// member m (element 0 of the blocks from members 0, 1, 2: 1e8, 1, -1e8, which only the group
+// order from zero sums to 0 in fp32; from member j >= 3: 0.25 j; element i > 0 from member j:
+// 100 j + 10 r + i), then an all-gather with counts m % 3 (member m's elements 10 m + k + 0.5).
+// On buffers of the stand-in's device memory (reduce_scatter_device, all_gather_v_device) or
+// host vectors (reduce_scatter_q fp32, all_gather_v).
+void rs_ag_device_script(Collectives& c, int r, int n, bool device) {
+  auto ops = detail::host_intra_device_ops();
+  std::vector<int64_t> rs_counts, ag_counts;
+  for (int m = 0; m < n; ++m) {
+    rs_counts.push_back(1 + m % 2);
+    ag_counts.push_back(m % 3);
+  }
+  auto first = [](int j) { return j == 0 ? 1e8f : j == 1 ? 1.0f : j == 2 ? -1e8f : 0.25f * static_cast<float>(j); };
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> send, ag_send, want_ag;
+    for (int to = 0; to < n; ++to)
+      for (int64_t i = 0; i < rs_counts[static_cast<size_t>(to)]; ++i)
+        send.push_back(i == 0 ? first(r) : static_cast<float>(100 * r + 10 * to + i));
+    for (int64_t k = 0; k < ag_counts[static_cast<size_t>(r)]; ++k) ag_send.push_back(static_cast<float>(10 * r + k) + 0.5f);
+    for (int m = 0; m < n; ++m)
+      for (int64_t k = 0; k < ag_counts[static_cast<size_t>(m)]; ++k) want_ag.push_back(static_cast<float>(10 * m + k) + 0.5f);
+    std::vector<float> rs(static_cast<size_t>(rs_counts[static_cast<size_t>(r)]), -1.0f), ag(want_ag.size(), -1.0f);
+    if (device) {
+      auto put = [&](const std::vector<float>& v) {
+        void* p = ops->comm_alloc(static_cast<int64_t>(v.size() * 4));
+        ops->comm_to_device(p, v.data(), static_cast<int64_t>(v.size() * 4));
+        return static_cast<float*>(p);
+      };
+      float *d_send = put(send), *d_rs = put(rs), *d_ag_send = put(ag_send), *d_ag = put(ag);
+      c.reduce_scatter_device("output_dist/reduce_scatter", d_send, rs_counts, d_rs);
+      c.all_gather_v_device("grad_dist/all_gather", d_ag_send, d_ag, ag_counts, sizeof(float));
+      ops->comm_to_host(rs.data(), d_rs, static_cast<int64_t>(rs.size() * 4));
+      ops->comm_to_host(ag.data(), d_ag, static_cast<int64_t>(ag.size() * 4));
+      for (float* p : {d_send, d_rs, d_ag_send, d_ag}) ops->comm_free(p);
+    } else {
+      c.reduce_scatter_q("output_dist/reduce_scatter", send.data(), rs_counts, rs.data(), CommPrecision::fp32, nullptr);
+      c.all_gather_v("grad_dist/all_gather", ag_send.data(), ag.data(), ag_counts, sizeof(float));
+    }
+    // by hand: element 0 is 0 + 0.25 (3 + ... + n - 1); element i: 100 n (n - 1) / 2 + n (10 r + i)
+    float tail = 0.0f;
+    for (int j = 3; j < n; ++j) tail += 0.25f * static_cast<float>(j);
+    std::vector<float> want_rs{tail};
+    for (int64_t i = 1; i < rs_counts[static_cast<size_t>(r)]; ++i)
+      want_rs.push_back(static_cast<float>(100 * n * (n - 1) / 2 + n * (10 * r + i)));
+    EXPECT_EQ(rs, want_rs) << "round " << round << " on rank " << r;
+    EXPECT_EQ(ag, want_ag) << "round " << round << " on rank " << r;
+  }
+  EXPECT_EQ(c.counters().collectives, 6);  // two reduce-scatters with their split checks, two all-gathers
+}
+
+}  // namespace
+
+// Collectives::reduce_scatter_device and all_gather_v_device through the hierarchical
+// communicator (the parts' device variants, the leader's buffers, reordering and the sum in
+// device memory): the hand-computed values - the reduce-scatter's sum in group order from zero,
+// bit for bit - on every layout (contiguous, interleaved, uneven devices, the cross part on Gloo
+// or on another transport), and the host variants' records and counters, which are the flat Gloo
+// group's and the flat intra-device communicator's.
+TEST(RwDeviceDist56HierComm, ReduceScatterAndAllGatherOnDeviceBuffersGiveTheHostVariantsValuesRecordsAndCounters) {
+  const std::vector<std::vector<int>> layouts{{0, 0, 1, 1}, {0, 1, 0, 1}, {0, 0, 0, 1, 1}, {5, 5, 2}};
+  for (const auto& layout : layouts) {
+    SCOPED_TRACE(fmt::format("devices {}", fmt::join(layout, ",")));
+    const int n = static_cast<int>(layout.size());
+    auto script = [n](bool device) { return [n, device](Collectives& c, int r) { rs_ag_device_script(c, r, n, device); }; };
+    const HierRun dev = run_hier(layout, HierKind::hier, 10s, script(true));
+    const HierRun dev_local = run_hier(layout, HierKind::hier_local_cross, 10s, script(true));
+    const HierRun host = run_hier(layout, HierKind::hier, 10s, script(false));
+    const HierRun flat = run_hier(layout, HierKind::flat_gloo, 10s, script(false));
+    const HierRun flat_local = run_hier(layout, HierKind::flat_local, 10s, script(true));
+    for (const HierRun* run : {&dev, &dev_local, &host, &flat, &flat_local}) expect_no_errors(*run);
+    for (int r = 0; r < n; ++r) {
+      const auto& d = dev.records[static_cast<size_t>(r)];
+      ASSERT_EQ(d.size(), 6u);
+      for (const HierRun* other : {&dev_local, &host, &flat, &flat_local}) {
+        const auto& h = other->records[static_cast<size_t>(r)];
+        ASSERT_EQ(h.size(), d.size());
+        for (size_t i = 0; i < d.size(); ++i) {
+          SCOPED_TRACE(fmt::format("rank {} record {} ({} '{}')", r, i, h[i].op, h[i].name));
+          EXPECT_EQ(d[i].op, h[i].op);
+          EXPECT_EQ(d[i].name, h[i].name);
+          EXPECT_EQ(d[i].group, "world");
+          EXPECT_EQ(d[i].sequence, h[i].sequence);
+          EXPECT_EQ(d[i].bytes_sent, h[i].bytes_sent);
+          EXPECT_EQ(d[i].bytes_received, h[i].bytes_received);
+          EXPECT_EQ(d[i].send_elements, h[i].send_elements);
+          EXPECT_EQ(d[i].recv_elements, h[i].recv_elements);
+        }
+      }
+      EXPECT_EQ(d[0].name, "output_dist/reduce_scatter/split_check");
+      EXPECT_EQ(d[1].op, "reduce_scatter");
+      EXPECT_EQ(d[2].op, "all_gather");
+      EXPECT_EQ(d[5].sequence, 6u);
+      // by hand: r sends its block (1 + m % 2 floats) to every other member m
+      int64_t sent = 0;
+      for (int m = 0; m < n; ++m)
+        if (m != r) sent += (1 + m % 2) * 4;
+      EXPECT_EQ(d[1].bytes_sent, sent);
+    }
+  }
+}
+
+// Without the rank's device the hierarchical communicator refuses the row-split dists' device
+// buffers too, naming the collective and the group.
+TEST(RwDeviceDist56HierComm, DeviceBuffersWithoutTheRanksDeviceAreRefused) {
+  const HierShape shape = detail::hier_shape(std::vector<int>{0});
+  HierComm c("world", {0}, 0, shape, nullptr, nullptr, 1s);
+  std::vector<int64_t> counts{0};
+  try {
+    c.reduce_scatter_device("output_dist/reduce_scatter", nullptr, counts, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const std::logic_error& e) {
+    EXPECT_EQ(std::string(e.what()), "reduce_scatter 'output_dist/reduce_scatter' on device buffers: the hierarchical "
+                                     "group world was made without the rank's device");
+  }
+  try {
+    c.all_gather_v_device("grad_dist/all_gather", nullptr, nullptr, counts, 4);
+    ADD_FAILURE() << "no error";
+  } catch (const std::logic_error& e) {
+    EXPECT_EQ(std::string(e.what()), "all_gather 'grad_dist/all_gather' on device buffers: the hierarchical group world "
+                                     "was made without the rank's device");
+  }
+}

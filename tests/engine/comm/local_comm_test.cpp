@@ -123,7 +123,11 @@ class CountingOps final : public detail::IntraDeviceOps {
   void comm_add(float* dst, const float* src, int64_t n) const override { in_->comm_add(dst, src, n); }
   void comm_sync() const override {}
   void comm_wait_compute() const override { ++wait_compute; }
-  mutable std::atomic<int> to_device{0}, to_host{0}, copies{0}, wait_compute{0};
+  void comm_zero(void* dst, int64_t bytes) const override {
+    ++zeros;
+    in_->comm_zero(dst, bytes);
+  }
+  mutable std::atomic<int> to_device{0}, to_host{0}, copies{0}, wait_compute{0}, zeros{0};
 
  private:
   std::unique_ptr<detail::IntraDeviceOps> in_ = detail::host_intra_device_ops();
@@ -370,4 +374,111 @@ TEST(LocalComm, ClosingConnectionsFailsAWaitingPeerAtOnce) {
                            "after an error");
   EXPECT_EQ(after_close, "all_reduce 'after_close' (group world, sequence 2) not started: this rank closed its "
                          "connections after an earlier failure");
+}
+
+namespace {
+
+// The row-split dists' collectives on three ranks: a reduce-scatter with uneven counts {2, 3, 1}
+// (element 0 of every block: 1e8, 1, -1e8 from ranks 0, 1, 2, which only the member order from
+// zero sums to 0 - ((0 + 1e8) + 1) - 1e8 - in fp32; element i > 0: 100 j + 10 r + i from rank j,
+// summed 300 + 30 r + 3 i), then an all-gather with counts {1, 0, 2} (rank r's elements 10 r + k
+// + 0.5). On "device" buffers of `device` (reduce_scatter_device, all_gather_v_device) or on
+// host vectors (reduce_scatter_q fp32, all_gather_v).
+void rs_ag_script(Collectives& c, int r, const detail::IntraDeviceOps* device) {
+  const std::vector<int64_t> rs_counts{2, 3, 1}, ag_counts{1, 0, 2};
+  std::vector<float> send;
+  for (int to = 0; to < 3; ++to)
+    for (int64_t i = 0; i < rs_counts[static_cast<size_t>(to)]; ++i)
+      send.push_back(i == 0 ? std::vector<float>{1e8f, 1.0f, -1e8f}[static_cast<size_t>(r)]
+                            : static_cast<float>(100 * r + 10 * to + i));
+  std::vector<float> rs(static_cast<size_t>(rs_counts[static_cast<size_t>(r)]), -1.0f);
+  std::vector<float> ag_send, ag(3, -1.0f);
+  for (int64_t k = 0; k < ag_counts[static_cast<size_t>(r)]; ++k) ag_send.push_back(static_cast<float>(10 * r + k) + 0.5f);
+  if (device) {
+    auto put = [&](const std::vector<float>& v) {
+      void* p = device->comm_alloc(static_cast<int64_t>(v.size() * 4));
+      if (!v.empty()) device->comm_to_device(p, v.data(), static_cast<int64_t>(v.size() * 4));
+      return static_cast<float*>(p);
+    };
+    float *d_send = put(send), *d_rs = static_cast<float*>(device->comm_alloc(static_cast<int64_t>(rs.size() * 4)));
+    float *d_ag_send = put(ag_send), *d_ag = static_cast<float*>(device->comm_alloc(12));
+    c.reduce_scatter_device("output_dist/reduce_scatter", d_send, rs_counts, d_rs);
+    c.all_gather_v_device("grad_dist/all_gather", d_ag_send, d_ag, ag_counts, sizeof(float));
+    device->comm_to_host(rs.data(), d_rs, static_cast<int64_t>(rs.size() * 4));
+    device->comm_to_host(ag.data(), d_ag, 12);
+    for (float* p : {d_send, d_rs, d_ag_send, d_ag}) device->comm_free(p);
+  } else {
+    c.reduce_scatter_q("output_dist/reduce_scatter", send.data(), rs_counts, rs.data(), CommPrecision::fp32, nullptr);
+    c.all_gather_v("grad_dist/all_gather", ag_send.data(), ag.data(), ag_counts, sizeof(float));
+  }
+  std::vector<float> want_rs{0.0f};
+  for (int64_t i = 1; i < rs_counts[static_cast<size_t>(r)]; ++i) want_rs.push_back(static_cast<float>(300 + 30 * r + 3 * i));
+  EXPECT_EQ(rs, want_rs) << "rank " << r;
+  EXPECT_EQ(ag, (std::vector<float>{0.5f, 20.5f, 21.5f})) << "rank " << r;
+  EXPECT_EQ(c.counters().collectives, 3);  // the reduce-scatter's split check
+  EXPECT_EQ(c.next_sequence(), 4u);
+}
+
+}  // namespace
+
+// Collectives::reduce_scatter_device and all_gather_v_device on the intra-device communicator:
+// the hand-computed values (the reduce-scatter's sum in member order from zero, bit for bit),
+// the records and byte counters of the host variants and of Gloo, and no staging: the
+// reduce-scatter zeroes the receive buffer on the device (comm_zero) and adds the peers' blocks
+// into it, the all-gather copies the blocks straight into it. Per rank the host variants stage
+// the split check's counts, the send buffer and the zeros in (3) and the counts and the sum out
+// (2), then the all-gather's send buffer in (rank 1 sends nothing) and the result out; the device
+// variants only the split check's counts (1 in, 1 out) - the test's own uploads aside.
+TEST(RwDeviceDist56LocalComm, ReduceScatterAndAllGatherOnDeviceBuffersGiveTheHostVariantsValuesRecordsAndCounters) {
+  CountingOps host_ops, dev_ops, gloo_ops;
+  const LocalRun host = run_group(3, 10s, true, [](Collectives& c, int r) { rs_ag_script(c, r, nullptr); }, nullptr, &host_ops);
+  const LocalRun dev = run_group(3, 10s, true, [&](Collectives& c, int r) { rs_ag_script(c, r, &dev_ops); }, nullptr, &dev_ops);
+  const LocalRun gloo = run_group(3, 10s, false, [&](Collectives& c, int r) { rs_ag_script(c, r, &gloo_ops); });
+  for (const LocalRun* run : {&host, &dev, &gloo})
+    for (const auto& e : run->errors) EXPECT_EQ(e, "");
+  for (int r = 0; r < 3; ++r) {
+    const auto& d = dev.records[static_cast<size_t>(r)];
+    ASSERT_EQ(d.size(), 3u);
+    for (const LocalRun* other : {&host, &gloo}) {
+      const auto& h = other->records[static_cast<size_t>(r)];
+      ASSERT_EQ(h.size(), d.size());
+      for (size_t i = 0; i < d.size(); ++i) {
+        SCOPED_TRACE(fmt::format("rank {} record {} ({} '{}')", r, i, h[i].op, h[i].name));
+        EXPECT_EQ(d[i].op, h[i].op);
+        EXPECT_EQ(d[i].name, h[i].name);
+        EXPECT_EQ(d[i].group, h[i].group);
+        EXPECT_EQ(d[i].sequence, h[i].sequence);
+        EXPECT_EQ(d[i].dtype, h[i].dtype);
+        EXPECT_EQ(d[i].bytes_sent, h[i].bytes_sent);
+        EXPECT_EQ(d[i].bytes_received, h[i].bytes_received);
+        EXPECT_EQ(d[i].peers, h[i].peers);
+        EXPECT_EQ(d[i].send_elements, h[i].send_elements);
+        EXPECT_EQ(d[i].recv_elements, h[i].recv_elements);
+      }
+    }
+    EXPECT_EQ(d[0].name, "output_dist/reduce_scatter/split_check");
+    EXPECT_EQ(d[1].op, "reduce_scatter");
+    EXPECT_EQ(d[2].op, "all_gather");
+  }
+  // by hand: rank 0 sends 3 + 1 floats to the others (16 B) and receives its 2 from each (16 B)
+  EXPECT_EQ(dev.records[0][1].bytes_sent, 16);
+  EXPECT_EQ(dev.records[0][1].bytes_received, 16);
+  EXPECT_EQ(dev.records[1][1].bytes_received, 24);
+  EXPECT_EQ(dev.records[0][2].recv_elements, (std::vector<int64_t>{1, 0, 2}));
+  // staging, host variants: (3 in + 2 out) a rank for the reduce-scatter, the all-gather's send
+  // buffer in on ranks 0 and 2 and its result out on every rank
+  EXPECT_EQ(host_ops.to_device.load(), 3 * 3 + 2);
+  EXPECT_EQ(host_ops.to_host.load(), 3 * 2 + 3);
+  EXPECT_EQ(host_ops.zeros.load(), 0);
+  EXPECT_EQ(host_ops.wait_compute.load(), 0);
+  // device variants: the split checks' counts (3 in, 3 out), plus the test's own uploads (the
+  // send buffers: 3 + 2) and read-backs (2 a rank)
+  EXPECT_EQ(dev_ops.to_device.load(), 3 + 5);
+  EXPECT_EQ(dev_ops.to_host.load(), 3 + 6);
+  EXPECT_EQ(dev_ops.zeros.load(), 3);             // one receive buffer zeroed a rank
+  EXPECT_EQ(dev_ops.wait_compute.load(), 3 * 2);  // once per member and collective
+  // copies: the split check's 3 blocks a rank, the all-gather's 2 non-empty blocks a rank (and
+  // the host variant's reduce-scatter none: it adds from the staged buffers too)
+  EXPECT_EQ(dev_ops.copies.load(), 3 * 3 + 3 * 2);
+  EXPECT_EQ(host_ops.copies.load(), dev_ops.copies.load());
 }

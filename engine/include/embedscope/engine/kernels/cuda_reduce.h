@@ -1,7 +1,8 @@
 #pragma once
 // The reduction of the intra-device communicator (comm/local/local_comm.h) on a GPU: dst += src
 // elementwise in fp32 (reduce-scatter and all-reduce between ranks on one GPU); and the scaled
-// 2-D copy that packs the table_wise / column_wise gradient dist (dist_pack_core.h). In
+// 2-D copies that pack and unpack the table_wise / column_wise and row-split dists
+// (dist_pack_core.h). In
 // embedscope_engine_cuda (kernels/cuda/reduce.cu), compiled in every CUDA build; a header of its
 // own so that cuda_kernels.h's many includers are not rebuilt for it.
 
@@ -22,5 +23,19 @@ void add_f32_cuda(float* dst, const float* src, int64_t n, void* stream);
 /// negative size or a stride below width; LaunchError when the launch fails.
 void scale_copy_2d_cuda(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
                         int64_t dst_stride, float s, void* stream);
+
+/// dist_pack_core::add_scale_rows_2d on device pointers (row_scale: device memory, `rows` floats,
+/// or nullptr): the row_wise / table_row_wise output dist's unpacking of the reduced sums into
+/// the pooled output with the mean scaling, one thread per element, on `stream`. Asynchronous;
+/// nothing for rows or width 0; std::invalid_argument for a negative size or a stride below
+/// width; LaunchError when the launch fails.
+void add_scale_rows_2d_cuda(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                            int64_t dst_stride, const float* row_scale, bool accumulate, void* stream);
+
+/// dist_pack_core::scale_copy_rows_2d on device pointers (row_scale as above): the row_wise /
+/// table_row_wise gradient dist's packing (1 / W and the mean scale fused in). As
+/// add_scale_rows_2d_cuda otherwise.
+void scale_copy_rows_2d_cuda(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                             int64_t dst_stride, float s, const float* row_scale, void* stream);
 
 }  // namespace embedscope::engine::cuda

@@ -42,4 +42,54 @@ inline void scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t
     for (int64_t c = 0; c < width; ++c) dst[r * dst_stride + c] = scaled(src[r * src_stride + c], s);
 }
 
+// The row-split dists (row_wise, table_row_wise / grid_shard) on a device: the reduced partial
+// sums of a block (B x cols) added into its columns of the feature's pooled output (B x dim,
+// holding the bags' hot-row sums or nothing) and divided by the full bag length for mean pooling
+// (row_wise.cpp: out += in, then rows *= 1 / len; table_row_wise.cpp: (row + block) * sc); and
+// backward the gradients (B x cols of a feature's B x dim block) scaled by 1 / W and then by the
+// bag's mean scale, as the host path's dpooled *= 1 / W followed by scale_rows_mean. Each element
+// one or two fp32 operations rounded to nearest (no FMA), in the host path's order, so the GPU
+// kernels (add_scale_rows_2d_cuda, scale_copy_rows_2d_cuda), the stand-in (these loops) and the
+// cpu backend are bit-equal.
+
+/// One element of the forward: (base + x) * row_scale when scaled, else base + x.
+EMBEDSCOPE_HD inline float added_scaled(float base, float x, bool scaled_row, float row_scale) {
+  const float v = dense_core::addf_rn(base, x);
+  return scaled_row ? dense_core::mulf_rn(v, row_scale) : v;
+}
+
+/// dst[r * dst_stride + c] = added_scaled(accumulate ? dst[...] : 0.0f, src[r * src_stride + c],
+/// row_scale != nullptr, row_scale[r]) for r < rows, c < width (strides and width in floats; dst
+/// and src do not overlap; row_scale: `rows` floats or nullptr for none). `accumulate` false: dst
+/// is not read (0 + x, as the host's += into a zeroed buffer). Throws what check_scale_copy_2d
+/// throws (with this function's name).
+inline void add_scale_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                              int64_t dst_stride, const float* row_scale, bool accumulate) {
+  check_scale_copy_2d(rows, width, src_stride, dst_stride);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c) {
+      float& d = dst[r * dst_stride + c];
+      d = added_scaled(accumulate ? d : 0.0f, src[r * src_stride + c], row_scale != nullptr,
+                       row_scale ? row_scale[r] : 1.0f);
+    }
+}
+
+/// One element of the backward: (x * s) * row_scale when scaled, else x * s.
+EMBEDSCOPE_HD inline float twice_scaled(float x, float s, bool scaled_row, float row_scale) {
+  const float v = dense_core::mulf_rn(x, s);
+  return scaled_row ? dense_core::mulf_rn(v, row_scale) : v;
+}
+
+/// dst[r * dst_stride + c] = twice_scaled(src[r * src_stride + c], s, row_scale != nullptr,
+/// row_scale[r]) for r < rows, c < width (as scale_copy_2d, then each row times its scale;
+/// row_scale: `rows` floats or nullptr). Throws what check_scale_copy_2d throws.
+inline void scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
+                               int64_t dst_stride, float s, const float* row_scale) {
+  check_scale_copy_2d(rows, width, src_stride, dst_stride);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c)
+      dst[r * dst_stride + c] =
+          twice_scaled(src[r * src_stride + c], s, row_scale != nullptr, row_scale ? row_scale[r] : 1.0f);
+}
+
 }  // namespace embedscope::engine::dist_pack_core
