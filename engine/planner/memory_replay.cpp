@@ -232,6 +232,13 @@ class Replay {
         recv_ids_(received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))),
         device_path_(spec.devices.backend == Backend::cuda),
         resident_(device_path_ && dense_resident_supported(spec)),
+        device_input_dist_(resident_ && spec.qcomms.forward_precision == CommPrecision::fp32 &&
+                           spec.qcomms.backward_precision == CommPrecision::fp32 && L.hot_tables.empty() &&
+                           !L.slots.empty() &&
+                           std::none_of(spec.tables.begin(), spec.tables.end(),
+                                        [](const TableSpec& t) {
+                                          return t.placement != TablePlacement::device || t.prefetch_pipeline;
+                                        })),
         dense_calls_(device_path_ && !resident_ ? dense_device_calls(spec, L.dim, L.B)
                                                 : std::vector<std::vector<int64_t>>{}) {}
 
@@ -392,7 +399,8 @@ class Replay {
     constexpr int64_t f32 = 4, i64 = 8;
     const int64_t W = L_.world, B = L_.B;
     Blocks& b = batches_[bi];
-    b.kjt.push_back(take(static_cast<int64_t>(mine_.size()) * W * B * i64, bi));  // recv_lengths
+    b.kjt.push_back(take(static_cast<int64_t>(mine_.size()) * (W * B + (device_input_dist_ ? 1 : 0)) * i64,
+                         bi));  // recv_lengths (the device input dist: the slots' offsets)
     b.kjt.push_back(take(recv_ids_ * i64, bi));  // recv_ids
     for (const int64_t d : L_.dim) b.pooled.push_back(take(B * d * f32, bi));
     for (int k : mine_) b.slot_out.push_back(take(W * B * L_.slots[static_cast<size_t>(k)].s.num_cols * f32, bi));
@@ -526,6 +534,10 @@ class Replay {
   int64_t recv_ids_;  // ids received for the local slots in one batch
   bool device_path_;  // the cuda backend: the dense part's device copies (dense_device_calls)
   bool resident_;     // the cuda backend's resident dense part: no per-call copies
+  // the KJT input dist on the device (threaded/rank_input.cpp Rank::input_dist_on_device, with
+  // the default options): each local slot's W B + 1 offsets where the host path's W B lengths
+  // were (its send and receive buffers are outside the allocator, as the staging they replace)
+  bool device_input_dist_;
   std::vector<std::vector<int64_t>> dense_calls_;
   std::map<int64_t, Blocks> batches_;
   std::map<int64_t, int64_t> batch_of_;  // per live allocation id: its batch (-1: setup)

@@ -102,6 +102,7 @@ TEST(CudaDeviceDist55, FourRanksOnOneGpuEqualTheHostStagedDistsWithFewerCopies) 
     opt.trace = false;
     opt.keep_tables = true;
     opt.device_dist = device_dist;
+    opt.device_input_dist = false;  // the output dists only (CudaDeviceKjt56 below: the input dist)
     const auto before = embedscope::engine::detail::step_copy_totals();
     es::RunResult r = es::run_training(s, plan, opt);
     const auto after = embedscope::engine::detail::step_copy_totals();
@@ -158,6 +159,7 @@ TEST(CudaRwDeviceDist56, FourRanksOnOneGpuEqualTheHostStagedDistsWithFewerCopies
       opt.trace = false;
       opt.keep_tables = true;
       opt.device_dist = device_dist;
+      opt.device_input_dist = false;  // the output dists only (CudaDeviceKjt56: the input dist)
       const auto before = embedscope::engine::detail::step_copy_totals();
       es::RunResult r = es::run_training(s, plan, opt);
       const auto after = embedscope::engine::detail::step_copy_totals();
@@ -186,4 +188,50 @@ TEST(CudaRwDeviceDist56, FourRanksOnOneGpuEqualTheHostStagedDistsWithFewerCopies
     EXPECT_LT(dev_copies.device_to_host, staged_copies.device_to_host);
     EXPECT_LT(dev_copies.device_to_host_bytes, staged_copies.device_to_host_bytes);
   }
+}
+
+// Issue 14 (kjt56): the KJT input dist on the GPU - the batch's values and offsets copied once,
+// bucketize_kjt_cuda, the splits back, the lengths and ids all-to-alls on device buffers (the
+// intra-device communicator: 4 ranks on one GPU), kjt_permute_cuda, the lookup reading the
+// permuted ids there - trains bit for bit as the host input dist (TrainerOptions::
+// device_input_dist = false) of the same run, with fewer copies to the device (no slot's ids and
+// offsets cross for its lookup). tiny (cat), table_wise, 4 ranks on GPU 0, 3 measured steps.
+TEST(CudaDeviceKjt56, FourRanksOnOneGpuEqualTheHostInputDistWithFewerCopies) {
+  if (auto why = embedscope::profiler::cuda_unavailable_reason(1); !why.empty()) GTEST_SKIP() << why;
+  es::WorkloadSpec s = gpu_resident_spec("tiny", 3);
+  s.devices.count = 4;
+  s.devices.ranks_per_gpu = 4;
+  s.devices.memory_bytes = int64_t{1} << 30;
+  s.devices.backend = es::Backend::cuda;
+  s.sharding.default_type = es::ShardingType::table_wise;
+  s.sharding.per_table.clear();
+  const es::ShardingPlan plan = es::plan_sharding(s);
+  auto run = [&](bool device_input_dist, embedscope::engine::detail::CopyTotals& copies) {
+    es::TrainerOptions opt;
+    opt.trace = false;
+    opt.keep_tables = true;
+    opt.device_input_dist = device_input_dist;
+    const auto before = embedscope::engine::detail::step_copy_totals();
+    es::RunResult r = es::run_training(s, plan, opt);
+    const auto after = embedscope::engine::detail::step_copy_totals();
+    copies = {after.host_to_device - before.host_to_device, after.device_to_host - before.device_to_host,
+              after.host_to_device_bytes - before.host_to_device_bytes,
+              after.device_to_host_bytes - before.device_to_host_bytes};
+    return r;
+  };
+  embedscope::engine::detail::CopyTotals host_copies, dev_copies;
+  const es::RunResult host = run(false, host_copies);
+  const es::RunResult dev = run(true, dev_copies);
+  ASSERT_EQ(host.ended, es::RunEnd::complete) << host.error;
+  ASSERT_EQ(dev.ended, es::RunEnd::complete) << dev.error;
+  EXPECT_EQ(dev.tables, host.tables);
+  EXPECT_EQ(dev.loss, host.loss);
+  EXPECT_EQ(dev.dense_params, host.dense_params);
+  std::printf("tiny table_wise, 4 ranks on one GPU, 3 measured steps: host input dist %lld copies in (%lld B), %lld out "
+              "(%lld B); on the device %lld (%lld B), %lld (%lld B)\n",
+              static_cast<long long>(host_copies.host_to_device), static_cast<long long>(host_copies.host_to_device_bytes),
+              static_cast<long long>(host_copies.device_to_host), static_cast<long long>(host_copies.device_to_host_bytes),
+              static_cast<long long>(dev_copies.host_to_device), static_cast<long long>(dev_copies.host_to_device_bytes),
+              static_cast<long long>(dev_copies.device_to_host), static_cast<long long>(dev_copies.device_to_host_bytes));
+  EXPECT_LT(dev_copies.host_to_device, host_copies.host_to_device);
 }

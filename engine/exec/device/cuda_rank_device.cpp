@@ -18,6 +18,7 @@
 #include "embedscope/engine/kernels/cuda_low_rank.h"
 #include "embedscope/engine/kernels/cuda_row_copy.h"
 #include "embedscope/engine/kernels/cuda_reduce.h"
+#include "embedscope/engine/kernels/cuda_kjt.h"
 #include "embedscope/engine/memory/cuda_memory.h"
 #include "embedscope/profiler/device/cuda_device.h"
 
@@ -213,6 +214,31 @@ void CudaRankDevice::add_scale_rows_2d(int64_t rows, int64_t width, const float*
 void CudaRankDevice::scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
                                         int64_t dst_stride, float s, const float* row_scale) const {
   cuda::scale_copy_rows_2d_cuda(rows, width, src, src_stride, dst, dst_stride, s, row_scale, stream_);
+}
+
+void* CudaRankDevice::scratch_alloc(int64_t bytes) const {
+  if (bytes <= 0) return nullptr;
+  void* p = nullptr;
+  check(cudaMallocAsync(&p, static_cast<size_t>(bytes), stream_), "cudaMallocAsync (input dist scratch)");
+  return p;
+}
+
+void CudaRankDevice::scratch_free(void* p) const noexcept {
+  if (p) cudaFreeAsync(p, stream_);
+}
+
+int64_t CudaRankDevice::bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features,
+                                  int64_t batch_size, std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids,
+                                  int64_t ids_capacity, int64_t* splits) const {
+  count_copy(false, static_cast<int64_t>(sizeof(int64_t)));  // the kernel's count, read back
+  return cuda::bucketize_kjt_cuda(values, offsets, num_features, batch_size, slots, lengths, ids, ids_capacity, splits,
+                                  stream_);
+}
+
+void CudaRankDevice::kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in,
+                                 int64_t num_ids, int64_t* ids_out, int64_t* offsets_out) const {
+  std::lock_guard lock(workspace_mutex_);
+  cuda::kjt_permute_cuda(W, P, B, lengths_in, ids_in, num_ids, ids_out, offsets_out, *workspace_, stream_);
 }
 
 namespace {

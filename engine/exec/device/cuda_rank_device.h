@@ -111,6 +111,16 @@ class CudaRankDevice final : public RankDevice {
                          int64_t dst_stride, const float* row_scale, bool accumulate) const override;
   void scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
                           int64_t dst_stride, float s, const float* row_scale) const override;
+  /// cudaMallocAsync / cudaFreeAsync on the compute stream.
+  void* scratch_alloc(int64_t bytes) const override;
+  void scratch_free(void* p) const noexcept override;
+  /// bucketize_kjt_cuda on the compute stream; waits for it (its 8-byte count read back, counted).
+  int64_t bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
+                    std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
+                    int64_t* splits) const override;
+  /// kjt_permute_cuda on the compute stream, scratch from the backward's workspace; does not wait.
+  void kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in, int64_t num_ids,
+                   int64_t* ids_out, int64_t* offsets_out) const override;
   /// tbe_forward of A (its prepared rows x r plan) into p, then low_rank_project_cuda into out;
   /// on the compute stream, does not wait.
   void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,

@@ -116,6 +116,17 @@ class FaultyDevice final : public RankDevice {
                           int64_t dst_stride, float s, const float* row_scale) const override {
     in_->scale_copy_rows_2d(rows, width, src, src_stride, dst, dst_stride, s, row_scale);
   }
+  void* scratch_alloc(int64_t bytes) const override { return in_->scratch_alloc(bytes); }
+  void scratch_free(void* p) const noexcept override { in_->scratch_free(p); }
+  int64_t bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
+                    std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
+                    int64_t* splits) const override {
+    return in_->bucketize(values, offsets, num_features, batch_size, slots, lengths, ids, ids_capacity, splits);
+  }
+  void kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in, int64_t num_ids,
+                   int64_t* ids_out, int64_t* offsets_out) const override {
+    in_->kjt_permute(W, P, B, lengths_in, ids_in, num_ids, ids_out, offsets_out);
+  }
   void* pin_host(void* host, int64_t bytes, const std::string& what) const override {
     return in_->pin_host(host, bytes, what);
   }

@@ -11,6 +11,7 @@
 #include "embedscope/engine/kernels/row_copy.h"
 #include "embedscope/engine/kernels/sparse_grad_core.h"
 #include "embedscope/engine/kernels/dist_pack_core.h"
+#include "embedscope/engine/kernels/kjt_permute_core.h"
 
 namespace embedscope::engine::detail {
 
@@ -208,6 +209,36 @@ class HostRankDevice final : public RankDevice {
                           int64_t dst_stride, float s, const float* row_scale) const override {
     check_bound("scale_copy_rows_2d");
     dist_pack_core::scale_copy_rows_2d(rows, width, src, src_stride, dst, dst_stride, s, row_scale);
+  }
+  void* scratch_alloc(int64_t bytes) const override {
+    check_bound("scratch_alloc");
+    return bytes > 0 ? new char[static_cast<size_t>(bytes)] : nullptr;
+  }
+  void scratch_free(void* p) const noexcept override { delete[] static_cast<char*>(p); }
+  int64_t bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
+                    std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
+                    int64_t* splits) const override {
+    check_bound("bucketize");
+    count_copy(false, static_cast<int64_t>(sizeof(int64_t)));  // the count read back, as the GPU's
+    if (num_features < 0 || batch_size < 0)
+      throw std::invalid_argument("bucketize: num_features " + std::to_string(num_features) + " and batch_size " +
+                                  std::to_string(batch_size) + " must be >= 0");
+    const int64_t bags = num_features * batch_size;
+    const BucketizedKjt r = bucketize_kjt(std::span(values, static_cast<size_t>(offsets[bags])),
+                                          std::span(offsets, static_cast<size_t>(bags + 1)), batch_size, slots);
+    const auto n = static_cast<int64_t>(r.ids.size());
+    if (n > ids_capacity)
+      throw std::length_error("bucketize: " + std::to_string(n) + " ids do not fit ids_capacity " +
+                              std::to_string(ids_capacity));
+    std::copy(r.lengths.begin(), r.lengths.end(), lengths);
+    std::copy(r.ids.begin(), r.ids.end(), ids);
+    std::copy(r.splits.begin(), r.splits.end(), splits);
+    return n;
+  }
+  void kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in, int64_t num_ids,
+                   int64_t* ids_out, int64_t* offsets_out) const override {
+    check_bound("kjt_permute");
+    kjt_permute_core::permute(W, P, B, lengths_in, ids_in, num_ids, ids_out, offsets_out);
   }
   // host memory is the device's: nothing to pin, the rows copied by the CPU reference
   void* pin_host(void* host, int64_t, const std::string&) const override { return host; }

@@ -10,10 +10,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "comm/local/local_comm.h"
 #include "exec/device/shard_plan_cache.h"
+#include "embedscope/engine/input/bucketize.h"
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/quant/quant.h"
 #include "embedscope/engine/quant/row_codec.h"
@@ -189,6 +191,36 @@ class RankDevice : public IntraDeviceOps {
   /// the mean scale fused in). GPU: scale_copy_rows_2d_cuda on the compute stream; as above.
   virtual void scale_copy_rows_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
                                   int64_t dst_stride, float s, const float* row_scale) const = 0;
+  /// bucketize_kjt (input/bucketize.h) on device memory: values (offsets[num_features *
+  /// batch_size] ids) and offsets (num_features * batch_size + 1, from 0) of the batch's KJT;
+  /// `slots` from the host. Writes lengths (slots x batch_size), ids (slot-major, then bag, then
+  /// input order; at most ids_capacity) and splits (per slot: its ids), all int64 device memory,
+  /// and returns the number of ids written. The input dist on the device (issue 14,
+  /// exec/threaded/rank_input.cpp). On a GPU bucketize_kjt_cuda on the compute stream, which
+  /// waits for it to read that number back (one 8-byte copy, counted in copies()); the stand-in:
+  /// bucketize_kjt, the host reference. Throws std::invalid_argument for a slot feature outside
+  /// [0, num_features) and std::length_error when the ids do not fit ids_capacity.
+  virtual int64_t bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
+                            std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
+                            int64_t* splits) const = 0;
+  /// Device memory of `bytes` outside the rank's allocator, ordered on the compute stream (on a
+  /// GPU cudaMallocAsync on it; the stand-in: host memory), nullptr for 0 bytes: the device input
+  /// dist's send buffers, which replace the intra-device communicator's staging of the host
+  /// input dist (outside the allocator too, so the memory estimate's replay is unchanged).
+  /// Throws std::runtime_error (the GPU's) when it cannot be had.
+  virtual void* scratch_alloc(int64_t bytes) const = 0;
+  /// Frees a scratch_alloc block after the compute stream's work so far (cudaFreeAsync); the
+  /// caller has waited for any other stream that read it. nullptr: nothing. Never throws.
+  virtual void scratch_free(void* p) const noexcept = 0;
+  /// kjt_permute_core::permute (kernels/kjt_permute_core.h) on device memory: the ids and lengths
+  /// the input dist's all-to-alls received from W ranks for P local slots of B bags, regrouped
+  /// per slot (ids_out: num_ids; offsets_out: P x (W * B + 1), each slot's from 0), which the
+  /// lookup reads there. On a GPU kjt_permute_cuda on the compute stream (scratch from the
+  /// rank's grow-only workspace), asynchronous, as lookup; the stand-in: permute(). Throws
+  /// std::invalid_argument for a negative shape (the stand-in also for lengths that do not add
+  /// up to num_ids).
+  virtual void kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in,
+                           int64_t num_ids, int64_t* ids_out, int64_t* offsets_out) const = 0;
   /// low_rank_pooled_lookup (kernels/low_rank.h) of a factorized shard on device memory: A
   /// (rows x r) looked up into p (n_bags x r: the scaled sums of A rows; the shard's prepared
   /// rows x r plan), then out = p B (B: r x dim; out: n_bags x dim). On a GPU tbe_forward and

@@ -26,7 +26,31 @@ std::unique_ptr<DeviceAllocator> Rank::make_allocator(Shared& sh, int rank) {
 }
 
 void Rank::shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
-                        DeviceBuffer<float>& out, DeviceBuffer<float>* pre, const int64_t* pre_ids, bool rows_to_host) {
+                        DeviceBuffer<float>& out, DeviceBuffer<float>* pre, const int64_t* pre_ids, bool rows_to_host,
+                        const DeviceIds* dev) {
+  if (gpu_ && dev) {  // the device input dist's ids and offsets, read where they are (device placement only)
+    if (ls.host) throw std::logic_error("a host / host_cached shard looked up from device ids");
+    DeviceBuffer<float> d_scale;
+    if (scale) {
+      d_scale = buf<float>("kjt", static_cast<size_t>(n_bags));
+      std::copy(scale, scale + n_bags, d_scale.data());
+      to_gpu(d_scale);
+    }
+    const float* d_s = scale ? d_scale.device_data() : nullptr;
+    if (ls.low_rank_dim > 0) {
+      auto d_p = buf<float>("activations", static_cast<size_t>(n_bags * ls.low_rank_dim));
+      gpu_->low_rank_lookup(ls.weights.device_data(), ls.s.num_rows, ls.low_rank_dim, ls.factor_b.device_data(),
+                            ls.s.num_cols, dev->ids, dev->offsets, n_bags, d_s, d_p.device_data(), out.device_data());
+    } else if (ls.data_type != TableDataType::fp32) {
+      gpu_->lookup_encoded(ls.data_type, ls.packed.device_data(), ls.s.num_rows, ls.s.num_cols, dev->ids, dev->offsets,
+                           n_bags, d_s, out.device_data());
+    } else {
+      gpu_->lookup(ls.weights.device_data(), ls.s.num_rows, ls.s.num_cols, dev->ids, dev->offsets, n_bags, d_s,
+                   out.device_data());
+    }
+    if (rows_to_host) gpu_->to_host(out.data(), out.device_data(), static_cast<int64_t>(out.size() * sizeof(float)));
+    return;
+  }
   if (gpu_) {  // the bags' ids, offsets (rebased to 0) and scales to the GPU, the pooled rows back
     const int64_t base = off[0], n_ids = off[n_bags] - off[0];
     auto d_ids = buf<int64_t>("kjt", static_cast<size_t>(n_ids));

@@ -198,6 +198,23 @@ struct Inflight : sharding::ModuleBatch {
   DeviceBuffer<int64_t> recv_lengths, recv_ids;
   // per local slot: its W*B bags (source rank major)
   std::vector<std::vector<int64_t>> slot_ids, slot_off, slot_len;
+  // The input dist on the device (Rank::input_dist_on_device, decided by bucketize; issue 14).
+  // Until finish_input, in device memory outside the rank's allocator, as the intra-device
+  // communicator's staging they replace (so the memory estimate's replay holds): kjt_send
+  // (RankDevice::scratch_alloc) the bucketized lengths (send slots x B), their splits (send
+  // slots) and ids; recv_lengths_comm and recv_ids_comm what the all-to-alls received (comm_alloc
+  // on the comm worker: the arena belongs to the compute thread). finish_input frees them once
+  // kjt_permute read them; then recv_ids (arena) holds the ids per local slot (slot k's from
+  // slot_at[k], slot_n[k] of them) and slot_off_dev (arena, where the host path's recv_lengths
+  // was) each slot's W * B + 1 offsets from 0 (at k * (W * B + 1)). slot_host[k]: slot k's ids,
+  // offsets and lengths were also copied to slot_ids / slot_off / slot_len
+  // (Rank::slot_ids_on_host); every slot's lengths are there when some slot needs them (mean
+  // pooling, a slot on the host).
+  bool kjt_dev = false;
+  DeviceBuffer<int64_t> slot_off_dev;
+  std::shared_ptr<void> kjt_send, recv_lengths_comm, recv_ids_comm;
+  std::vector<int64_t> slot_at, slot_n;
+  std::vector<uint8_t> slot_host;
   std::vector<std::vector<float>> slot_scale;  // per-bag scale used forward and backward
   bool looked_up = false;         // lookup() ran (semi_sync's batch ahead at a step's end)
   bool output_done = false;       // finish_output_dist ran: `pooled` is final (a second call does nothing)
@@ -295,6 +312,11 @@ class Rank final : public sharding::RankContext {
   /// Bucketizes b's batch for the current layout (span `bucketize`, or `reshard_bucketize` when
   /// `again`) and sizes the input dist's buffers.
   void bucketize(Inflight& b, bool again);
+  /// bucketize on the device (input_dist_on_device; its send buffers in Inflight::kjt_send).
+  void bucketize_on_device(Inflight& b);
+  /// finish_input of a batch whose input dist ran on the device: kjt_permute there, and what the
+  /// host still reads copied back (Inflight::slot_host, the lengths when needed).
+  void finish_input_on_device(Inflight& b);
   /// Part `part` (0 splits, 1 lengths, 2 ids) of b's KJT all-to-all, as a job for the comm
   /// thread (received into host vectors: the device allocator belongs to the compute thread);
   /// the ids' counts come from the splits received first. `again`: named `reshard_input_dist/...`.
@@ -409,6 +431,21 @@ class Rank final : public sharding::RankContext {
            sh_.spec.qcomms.backward_precision == CommPrecision::fp32;
   }
   bool slot_grad_on_device(size_t local_slot) const override;
+  /// Whether the KJT input dist runs on the device (issue 14): dist_on_device, some slot (not
+  /// data_parallel only: nothing to send), no hot rows (their
+  /// ids are dropped on the host before the bucketizing), no host / host_cached table (their
+  /// gather and prefetch read the ids on the host). The same on every rank (spec and options
+  /// only), as the all-to-all variant must be. Then bucketize copies the batch's values and
+  /// offsets to the device once and bucketizes there, only the splits come back to the host
+  /// (the all-to-all sizes), the lengths and ids all-to-alls run on device buffers, kjt_permute
+  /// regroups them on the device and the lookup reads them there (Inflight::kjt_dev). A batch
+  /// sent again after a live rebalance (input_dist_again) takes the host path.
+  bool input_dist_on_device() const;
+  /// With the device input dist: whether local slot k's ids and offsets are copied back to the
+  /// host (Inflight::slot_host): unless its shard accumulates its gradients on the device from
+  /// its one local slot (accumulates_on_device, no module applies its gradients), the backward
+  /// builds the slot's sparse gradient from host ids.
+  bool slot_ids_on_host(size_t local_slot) const;
   void device_copy(void* dst, const void* src, int64_t bytes) override { device_or_throw().copy_on_device(dst, src, bytes); }
   void device_copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes,
                       int64_t rows) override {
@@ -507,13 +544,20 @@ class Rank final : public sharding::RankContext {
   /// with `gathered_ids`: ids[off[0] + i]'s row in it, for i < off[n_bags] - off[0]. On a
   /// device the rows are written to out's device memory and copied to its host copy unless
   /// !rows_to_host (a table_wise / column_wise slot whose output dist runs on the device).
+  /// `dev` (the device input dist's permuted ids of a slot, a shard in device memory only): the
+  /// bags' ids and offsets are read there, nothing copied; ids / off are then unused.
+  struct DeviceIds {
+    const int64_t* ids = nullptr;      ///< device memory, the slot's ids
+    const int64_t* offsets = nullptr;  ///< device memory, n_bags + 1 from 0
+    int64_t num_ids = 0;
+  };
   void shard_lookup(LocalShard& ls, const int64_t* ids, const int64_t* off, int64_t n_bags, const float* scale,
                     DeviceBuffer<float>& out, DeviceBuffer<float>* gathered = nullptr,
-                    const int64_t* gathered_ids = nullptr, bool rows_to_host = true);
-  /// lookup(table, shard, ...) with shard_lookup's `gathered` rows (nullptr: none) and `rows_to_host`.
+                    const int64_t* gathered_ids = nullptr, bool rows_to_host = true, const DeviceIds* dev = nullptr);
+  /// lookup(table, shard, ...) with shard_lookup's `gathered` rows (nullptr: none), `rows_to_host` and `dev`.
   void slot_lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags,
                    const float* scale, DeviceBuffer<float>& out, DeviceBuffer<float>* gathered,
-                   const int64_t* gathered_ids, bool rows_to_host = true);
+                   const int64_t* gathered_ids, bool rows_to_host = true, const DeviceIds* dev = nullptr);
   /// apply_row_optimizer of one local shard.
   void shard_update(LocalShard& ls, int64_t iteration, const SparseGrad& g);
   /// On the device (gpu_): apply_row_optimizer of g's rows of a rows x cols table whose weights
@@ -538,6 +582,12 @@ class Rank final : public sharding::RankContext {
   /// merge_sparse_grads and apply_row_optimizer.
   void device_accumulate_update(LocalShard& ls, const std::vector<size_t>& ks, Inflight& b, int64_t iteration,
                                 int64_t* d_count);
+  /// device_accumulate_update of a shard read by the one local slot k whose ids and offsets the
+  /// device input dist left on the device (Inflight::kjt_dev, !slot_host[k]): they are read
+  /// where kjt_permute wrote them, the gradients where the gradient dist left them
+  /// (slot_grad_on_device); only the scales (mean pooling) and host gradients cross, in one copy.
+  void device_accumulate_update_from_device_ids(LocalShard& ls, size_t k, Inflight& b, int64_t iteration,
+                                                int64_t* d_count);
   /// On the device: low_rank_backward of a factorized shard (RankDevice::low_rank_backward from
   /// A and B there); returns {dA, dB} on the host, as low_rank_backward does.
   std::pair<SparseGrad, SparseGrad> device_low_rank_backward(LocalShard& ls, const SparseGrad& g);

@@ -59,7 +59,10 @@ void Rank::bucketize(Inflight& b, bool again) {
   b.send_counts_splits.assign(static_cast<size_t>(W), 0);
   b.recv_counts_splits.assign(static_cast<size_t>(W), static_cast<int64_t>(nmine));
   b.send_ids_counts.assign(static_cast<size_t>(W), 0);
-  {
+  b.kjt_dev = !again && input_dist_on_device();
+  if (b.kjt_dev) {
+    bucketize_on_device(b);
+  } else {
     ScopedSpan span(tr, me_, Lane::compute, OpCategory::input, n_bucketize, step_);
     // hot rows' ids stay here (sharding/hot_rows.cpp): the input dist sends the others only
     std::vector<int64_t> cold_values, cold_off;
@@ -91,8 +94,81 @@ void Rank::bucketize(Inflight& b, bool again) {
     b.lsend[static_cast<size_t>(d)] = b.send_counts_splits[static_cast<size_t>(d)] * B;
     b.lrecv[static_cast<size_t>(d)] = static_cast<int64_t>(nmine) * B;
   }
-  b.recv_lengths_v.assign(nmine * static_cast<size_t>(W * B), 0);
+  if (b.kjt_dev)  // received on the device, into the comm worker's memory (input_dist_job)
+    b.recv_lengths_v = {};
+  else
+    b.recv_lengths_v.assign(nmine * static_cast<size_t>(W * B), 0);
   b.irecv.assign(static_cast<size_t>(W), 0);  // ids from each rank (the ids job counts them; a plan without slots has none)
+}
+
+void Rank::bucketize_on_device(Inflight& b) {
+  const int W = L_.world;
+  const int64_t B = L_.B;
+  const auto F = static_cast<int64_t>(sh_.spec.features.size());
+  ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::input, "bucketize", step_);
+  std::vector<BucketSlot> slots;  // slots of rank 0, then rank 1, ...
+  int64_t capacity = 0;           // every slot keeps at most its feature's ids
+  for (int d = 0; d < W; ++d) {
+    const auto& to = L_.slots_to[static_cast<size_t>(d)];
+    b.send_counts_splits[static_cast<size_t>(d)] = static_cast<int64_t>(to.size());
+    for (int k : to) {
+      const Slot& sl = L_.slots[static_cast<size_t>(k)];
+      slots.push_back({sl.feature, sl.bucketize_by_rows, sl.s.row_offset, sl.s.num_rows});
+      capacity += b.off[static_cast<size_t>((sl.feature + 1) * B)] - b.off[static_cast<size_t>(sl.feature * B)];
+    }
+  }
+  const auto n_slots = static_cast<int64_t>(slots.size());
+  // the batch's values and offsets to the device: one copy
+  const auto& values = b.batch.kjt.values;
+  const auto nv = static_cast<int64_t>(values.size());
+  // (device memory outside the arena: scratch_alloc, as kjt_send; see Inflight)
+  std::vector<int64_t> host_in(values.begin(), values.end());
+  host_in.insert(host_in.end(), b.off.begin(), b.off.end());
+  const detail::RankDevice* dev = gpu_;
+  auto scratch = [dev](int64_t words) {
+    return std::shared_ptr<void>(dev->scratch_alloc(words * static_cast<int64_t>(sizeof(int64_t))),
+                                 [dev](void* p) { dev->scratch_free(p); });
+  };
+  const std::shared_ptr<void> in = scratch(static_cast<int64_t>(host_in.size()));
+  auto* d_in = static_cast<int64_t*>(in.get());
+  gpu_->to_device(d_in, host_in.data(), static_cast<int64_t>(host_in.size() * sizeof(int64_t)));
+  // send: lengths (slots x B) | splits (slots) | ids (capacity); only the splits come back
+  b.kjt_send = scratch(n_slots * B + n_slots + capacity);
+  auto* d_send = static_cast<int64_t*>(b.kjt_send.get());
+  gpu_->bucketize(d_in, d_in + nv, F, B, slots, d_send, d_send + n_slots * B + n_slots, capacity, d_send + n_slots * B);
+  b.send_splits.assign(static_cast<size_t>(n_slots), 0);
+  gpu_->to_host(b.send_splits.data(), d_send + n_slots * B, n_slots * static_cast<int64_t>(sizeof(int64_t)));
+  size_t k = 0;
+  for (int d = 0; d < W; ++d)
+    for (size_t j = 0; j < L_.slots_to[static_cast<size_t>(d)].size(); ++j)
+      b.send_ids_counts[static_cast<size_t>(d)] += b.send_splits[k++];
+  b.send_lengths = {};
+  b.send_ids = {};
+}
+
+bool Rank::input_dist_on_device() const {
+  // no slots (data_parallel only): nothing is sent, the batch need not cross
+  if (!sh_.opt.device_input_dist || !dist_on_device() || !L_.hot_tables.empty() || L_.slots.empty()) return false;
+  return std::none_of(sh_.spec.tables.begin(), sh_.spec.tables.end(), [](const TableSpec& t) {
+    return t.placement != TablePlacement::device || t.prefetch_pipeline;
+  });
+}
+
+bool Rank::slot_ids_on_host(size_t local_slot) const {
+  const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
+  const Slot& sl = L_.slots[static_cast<size_t>(mine.at(local_slot))];
+  auto same_shard = [&](const Slot& o) {
+    return o.table == sl.table && o.s.row_offset == sl.s.row_offset && o.s.col_offset == sl.s.col_offset;
+  };
+  const auto readers = std::count_if(mine.begin(), mine.end(),
+                                     [&](int k) { return same_shard(L_.slots[static_cast<size_t>(k)]); });
+  if (readers != 1) return true;  // the backward packs several slots' ids of one shard on the host
+  for (const auto& ls : shards)
+    if (ls.table == sl.table && ls.s.row_offset == sl.s.row_offset && ls.s.col_offset == sl.s.col_offset)
+      return !accumulates_on_device(ls) ||
+             std::any_of(shardings_.begin(), shardings_.end(),
+                         [&](const auto& m) { return m->applies_shard_grads(L_, ls.table); });
+  return true;
 }
 
 std::function<void()> Rank::input_dist_job(Inflight& b, int part, bool again) {
@@ -110,7 +186,16 @@ std::function<void()> Rank::input_dist_job(Inflight& b, int part, bool again) {
     case 1:
       return [this, &b, step, n = again ? "reshard_input_dist/lengths" : "input_dist/lengths"] {
         on_comm_lane(*world_, n, step, [&] {
-          world_->all_to_all_v(n, b.send_lengths.data(), b.lsend, b.recv_lengths_v.data(), b.lrecv, sizeof(int64_t));
+          if (b.kjt_dev) {  // the bucketized lengths lead kjt_send
+            const detail::RankDevice* dev = gpu_;
+            const int64_t n_len = std::accumulate(b.lrecv.begin(), b.lrecv.end(), int64_t{0});
+            b.recv_lengths_comm = std::shared_ptr<void>(dev->comm_alloc(n_len * static_cast<int64_t>(sizeof(int64_t))),
+                                                        [dev](void* p) { dev->comm_free(p); });
+            world_->all_to_all_v_device(n, b.kjt_send.get(), b.lsend, b.recv_lengths_comm.get(), b.lrecv,
+                                        sizeof(int64_t));
+          } else {
+            world_->all_to_all_v(n, b.send_lengths.data(), b.lsend, b.recv_lengths_v.data(), b.lrecv, sizeof(int64_t));
+          }
         });
       };
     default:
@@ -119,7 +204,19 @@ std::function<void()> Rank::input_dist_job(Inflight& b, int part, bool again) {
         for (int s = 0; s < W; ++s)
           for (size_t k = 0; k < nmine; ++k)
             b.irecv[static_cast<size_t>(s)] += b.recv_splits[static_cast<size_t>(s) * nmine + k];
-        b.recv_ids_v.assign(static_cast<size_t>(std::accumulate(b.irecv.begin(), b.irecv.end(), int64_t{0})), 0);
+        const int64_t total = std::accumulate(b.irecv.begin(), b.irecv.end(), int64_t{0});
+        if (b.kjt_dev) {  // into device memory of the comm worker's own (kjt_permute reads and frees it)
+          const size_t sent = b.send_splits.size();  // kjt_send: lengths (sent x B) | splits (sent) | ids
+          const int64_t* d_ids = static_cast<const int64_t*>(b.kjt_send.get()) + static_cast<int64_t>(sent) * (L_.B + 1);
+          const detail::RankDevice* dev = gpu_;
+          b.recv_ids_comm = std::shared_ptr<void>(dev->comm_alloc(total * static_cast<int64_t>(sizeof(int64_t))),
+                                                  [dev](void* p) { dev->comm_free(p); });
+          on_comm_lane(*world_, n, step, [&] {
+            world_->all_to_all_v_device(n, d_ids, b.send_ids_counts, b.recv_ids_comm.get(), b.irecv, sizeof(int64_t));
+          });
+          return;
+        }
+        b.recv_ids_v.assign(static_cast<size_t>(total), 0);
         on_comm_lane(*world_, n, step, [&] {
           world_->all_to_all_v(n, b.send_ids.data(), b.send_ids_counts, b.recv_ids_v.data(), b.irecv, sizeof(int64_t));
         });
@@ -164,6 +261,10 @@ void Rank::finish_input(Inflight& b) {
   b.slot_off.assign(nmine, {});
   b.slot_len.assign(nmine, {});
   ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::input, "kjt_permute", step_);
+  if (b.kjt_dev) {
+    finish_input_on_device(b);
+    return;
+  }
   b.recv_lengths = buf<int64_t>("kjt", b.recv_lengths_v.size());
   b.recv_ids = buf<int64_t>("kjt", b.recv_ids_v.size());
   std::copy(b.recv_lengths_v.begin(), b.recv_lengths_v.end(), b.recv_lengths.data());
@@ -188,6 +289,58 @@ void Rank::finish_input(Inflight& b) {
   }
 }
 
+void Rank::finish_input_on_device(Inflight& b) {
+  const int W = L_.world;
+  const int64_t B = L_.B, WB = W * B;
+  const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
+  const size_t nmine = mine.size();
+  b.slot_n.assign(nmine, 0);
+  b.slot_at.assign(nmine, 0);
+  for (int s = 0; s < W; ++s)
+    for (size_t k = 0; k < nmine; ++k) b.slot_n[k] += b.recv_splits[static_cast<size_t>(s) * nmine + k];
+  for (size_t k = 1; k < nmine; ++k) b.slot_at[k] = b.slot_at[k - 1] + b.slot_n[k - 1];
+  const int64_t total = std::accumulate(b.irecv.begin(), b.irecv.end(), int64_t{0});
+  b.kjt_send.reset();  // the all-to-alls that read it have returned (settle)
+  // in the arena as the host path's recv_lengths and recv_ids, in that order
+  b.slot_off_dev = buf<int64_t>("kjt", nmine * static_cast<size_t>(WB + 1));
+  b.slot_off_dev.release_host_copy();
+  b.recv_ids = buf<int64_t>("kjt", static_cast<size_t>(total));
+  b.recv_ids.release_host_copy();
+  const auto* d_len = static_cast<const int64_t*>(b.recv_lengths_comm.get());
+  gpu_->kjt_permute(W, static_cast<int64_t>(nmine), B, d_len, static_cast<const int64_t*>(b.recv_ids_comm.get()), total,
+                    b.recv_ids.device_data(), b.slot_off_dev.device_data());
+  // what the host still reads: every slot's lengths when a mean scale or a slot on the host
+  // needs them (one copy), and the ids of the slots on the host (one copy each)
+  b.slot_host.assign(nmine, 0);
+  bool lengths = false;
+  for (size_t k = 0; k < nmine; ++k) {
+    const Slot& sl = L_.slots[static_cast<size_t>(mine[k])];
+    b.slot_host[k] = slot_ids_on_host(k) ? 1 : 0;
+    lengths = lengths || b.slot_host[k] || (sl.final_at_lookup && sharding::is_mean(sh_.spec, L_, sl.feature));
+  }
+  std::vector<int64_t> len;
+  if (lengths) {
+    len.assign(nmine * static_cast<size_t>(WB), 0);
+    gpu_->to_host(len.data(), d_len, static_cast<int64_t>(len.size() * sizeof(int64_t)));
+  }
+  gpu_->comm_wait_compute();  // the comm worker's memory is freed on its stream after the permute read it
+  b.recv_ids_comm.reset();
+  b.recv_lengths_comm.reset();
+  if (!lengths) return;
+  for (int s = 0; s < W; ++s)
+    for (size_t k = 0; k < nmine; ++k) {
+      const int64_t* lp = len.data() + (static_cast<size_t>(s) * nmine + k) * static_cast<size_t>(B);
+      b.slot_len[k].insert(b.slot_len[k].end(), lp, lp + B);
+    }
+  for (size_t k = 0; k < nmine; ++k) {
+    b.slot_off[k].assign(static_cast<size_t>(WB) + 1, 0);
+    std::partial_sum(b.slot_len[k].begin(), b.slot_len[k].end(), b.slot_off[k].begin() + 1);
+    if (!b.slot_host[k]) continue;
+    b.slot_ids[k].assign(static_cast<size_t>(b.slot_n[k]), 0);
+    gpu_->to_host(b.slot_ids[k].data(), b.recv_ids.device_data() + b.slot_at[k],
+                  b.slot_n[k] * static_cast<int64_t>(sizeof(int64_t)));
+  }
+}
 
 void Rank::mean_scales(Inflight& b) const {
   const std::vector<int>& mine = L_.slots_to[static_cast<size_t>(me_)];
@@ -288,11 +441,19 @@ void Rank::lookup(Inflight& b) {
     // a slot whose output dist packs on the device (table_wise / column_wise, and the row-split
     // types without hot rows: pooled_on_device): its rows stay there
     const bool rows_stay = pooled_on_device(sl.feature);
+    DeviceIds dev;  // the device input dist: the permuted ids and offsets, read on the device
+    if (b.kjt_dev) {
+      dev.ids = b.recv_ids.device_data() + b.slot_at[k];
+      dev.offsets = b.slot_off_dev.device_data() + static_cast<int64_t>(k) * (W * B + 1);
+      dev.num_ids = b.slot_n[k];
+    }
     slot_lookup(sl.table, sl.shard, b.slot_ids[k].data(), b.slot_off[k].data(), W * B,
                 b.slot_scale[k].empty() ? nullptr : b.slot_scale[k].data(), b.slot_out[k],
                 g == gathered.end() ? nullptr : &g->second.first,
-                g == gathered.end() ? nullptr : g->second.second.data() + gathered_at[k], !rows_stay);
-    load_of(sl.table, sl.shard).bytes_in += static_cast<int64_t>(b.slot_ids[k].size() + b.slot_len[k].size()) * 8;
+                g == gathered.end() ? nullptr : g->second.second.data() + gathered_at[k], !rows_stay,
+                b.kjt_dev ? &dev : nullptr);
+    const int64_t n_ids = b.kjt_dev ? b.slot_n[k] : static_cast<int64_t>(b.slot_ids[k].size());
+    load_of(sl.table, sl.shard).bytes_in += (n_ids + W * B) * 8;  // ids and lengths
   }
   // what the modules look up outside the slots (replicated tables)
   const sharding::LocalBatch lb = local_batch(b);
@@ -306,13 +467,13 @@ void Rank::lookup(int table, int shard_index, const int64_t* ids, const int64_t*
 
 void Rank::slot_lookup(int table, int shard_index, const int64_t* ids, const int64_t* off, int64_t n_bags,
                        const float* scale, DeviceBuffer<float>& out, DeviceBuffer<float>* gathered,
-                       const int64_t* gathered_ids, bool rows_to_host) {
+                       const int64_t* gathered_ids, bool rows_to_host, const DeviceIds* dev) {
   LocalShard& ls = shard_of(table, shard_index);
   const int64_t t0 = sh_.tracer.now_ns();
-  shard_lookup(ls, ids, off, n_bags, scale, out, gathered, gathered_ids, rows_to_host);
+  shard_lookup(ls, ids, off, n_bags, scale, out, gathered, gathered_ids, rows_to_host, dev);
   auto& c = load_of(table, shard_index);
   c.lookup_ns += sh_.tracer.now_ns() - t0;
-  const int64_t n_ids = off[n_bags] - off[0];
+  const int64_t n_ids = dev ? dev->num_ids : off[n_bags] - off[0];
   c.ids += n_ids;
   c.bytes_out += n_bags * ls.s.num_cols * 4;
   if (measured_ && !fill_lookup_) summary.ids_looked_up += n_ids;

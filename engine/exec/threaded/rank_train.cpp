@@ -139,6 +139,10 @@ void Rank::backward_fused_optimizer(Inflight& b) {
 void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& ks, Inflight& b,
                                     int64_t iteration, int64_t* d_count) {
   const int64_t WB = static_cast<int64_t>(L_.world) * L_.B, cols = ls.s.num_cols;
+  if (b.kjt_dev && ks.size() == 1 && !b.slot_host[ks[0]]) {
+    device_accumulate_update_from_device_ids(ls, ks[0], b, iteration, d_count);
+    return;
+  }
   const auto P = static_cast<int64_t>(ks.size());
   const int64_t bags = P * WB;
   int64_t num_ids = 0;
@@ -209,6 +213,36 @@ void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& k
   in.scale = scaled ? d_scale : nullptr;
   in.grad = d_grad;
   in.grad_stride = cols;
+  gpu_->accumulate_update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
+                          ls.momentum2.device_data(), ls.s.num_rows, cols, in, d_count);
+}
+
+void Rank::device_accumulate_update_from_device_ids(LocalShard& ls, size_t k, Inflight& b, int64_t iteration,
+                                                    int64_t* d_count) {
+  const int64_t WB = static_cast<int64_t>(L_.world) * L_.B, cols = ls.s.num_cols;
+  detail::RankDevice::SparseGradInput in;
+  in.num_ids = b.slot_n[k];
+  in.num_bags = in.num_ids == 0 ? 0 : WB;  // no ids: the count (0) only, as device_accumulate_update
+  in.bags_per_part = WB;
+  in.grad_stride = cols;
+  in.ids = b.recv_ids.device_data() + b.slot_at[k];  // kjt_permute's, where the lookup read them
+  in.offsets = b.slot_off_dev.device_data() + static_cast<int64_t>(k) * (WB + 1);
+  // what crosses: the scales (mean pooling) and the gradients unless the gradient dist left them
+  // on the device (slot_grad_on_device), in one copy
+  const bool scaled = !b.slot_scale[k].empty(), grads_on_device = slot_grad_on_device(k);
+  const int64_t floats = (scaled ? WB : 0) + (grads_on_device ? 0 : WB * cols);
+  DeviceBuffer<float> pack;
+  if (in.num_bags > 0 && floats > 0) {
+    pack = buf<float>("gradients", static_cast<size_t>(floats));
+    if (scaled) std::copy_n(b.slot_scale[k].data(), WB, pack.data());
+    if (!grads_on_device) std::memcpy(pack.data() + (scaled ? WB : 0), b.slot_grad[k].data(),
+                                      static_cast<size_t>(WB * cols) * sizeof(float));
+    const auto bytes = floats * static_cast<int64_t>(sizeof(float));
+    gpu_->to_device(pack.device_data(), pack.data(), bytes);
+    if (measured_) detail::add_sparse_grad_copies({1, 0, bytes, 0});
+  }
+  in.scale = scaled ? pack.device_data() : nullptr;
+  in.grad = grads_on_device ? b.slot_grad[k].device_data() : pack.device_data() + (scaled ? WB : 0);
   gpu_->accumulate_update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
                           ls.momentum2.device_data(), ls.s.num_rows, cols, in, d_count);
 }

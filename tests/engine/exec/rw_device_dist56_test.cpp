@@ -61,6 +61,7 @@ DistRun run_dist(const WorkloadSpec& s, const ShardingPlan& plan, bool emulate, 
   o.emulate_device = emulate;
   o.emulated_devices = devices;
   o.device_dist = device_dist;
+  o.device_input_dist = false;  // the output dists only (the input dist on the device: device_kjt56_test.cpp)
   const detail::CopyTotals before = detail::step_copy_totals();
   DistRun r{run_training(s, plan, o), {}};
   const detail::CopyTotals after = detail::step_copy_totals();

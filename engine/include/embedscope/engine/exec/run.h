@@ -146,6 +146,11 @@ struct TrainerOptions {
   /// copies both ways on one workload (detail::step_copy_totals). True: on the device where the
   /// rank can (sharding::RankContext::dist_on_device).
   bool device_dist = true;
+  /// Test hook, device path: false keeps the KJT input dist on the host (bucketize, the lengths
+  /// and ids all-to-alls on host buffers, kjt_permute there, each slot's ids and offsets copied to
+  /// the device for its lookup) where the rank could run it on the device (issue 14: only with
+  /// device_dist, see Rank::input_dist_on_device), so that a test compares both on one workload.
+  bool device_input_dist = true;
   /// Simulated backend: the slow-network emulation of a cpu run (WorkloadSpec::network, which
   /// the simulated backend refuses in the spec: a modelled cluster's links are its profile's)
   /// as a floor under every member of every simulated collective, from the call's last
