@@ -1,7 +1,5 @@
 #include "embedscope/engine/memory/allocator.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -67,7 +65,7 @@ std::vector<std::pair<std::string, int64_t>> DeviceAllocator::bytes_by_tag() con
   return out;
 }
 
-DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::string& tag) const {
+DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::string& tag, const std::string& refused) const {
   const MemoryStats st = stats();
   const int64_t rounded = round_size(bytes);
   const int64_t free_bytes = st.capacity - st.allocated;
@@ -79,7 +77,11 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
                               : config_.kind == AllocatorKind::caching ? segment_size_for(rounded)
                                                                        : (rounded + page - 1) / page * page;
   const bool too_small = reservation > st.capacity;  // no layout of this device could ever hold it
-  const bool fragmentation = free_bytes >= rounded && !too_small;
+  // the source refused a reservation the capacity had room for: its refusal is the cause, not
+  // fragmentation (which says the unreserved capacity could not hold it)
+  const bool refused_with_room = !refused.empty() && !too_small && st.capacity - st.reserved >= reservation;
+  const bool fragmentation = free_bytes >= rounded && !too_small && !refused_with_room;
+  const char* unit = config_.kind == AllocatorKind::expandable ? "run of pages" : "segment";
   std::string holders;
   int shown = 0;
   for (const auto& [t, b] : bytes_by_tag()) {
@@ -94,6 +96,12 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
                                                    : fmt::format("give the device at least {}, or use the direct allocator, "
                                                                  "which reserves only what is asked for",
                                                                  format_bytes(reservation));
+  } else if (refused_with_room) {
+    why = fmt::format("the device's memory: the {} of capacity not reserved would hold a new {} {} for it, but {}: "
+                      "the memory this capacity counts on is not free (another process or context holds it)",
+                      format_bytes(st.capacity - st.reserved), format_bytes(reservation), unit, refused);
+    advice = "give the device a capacity (devices.memory_bytes) of at most the memory it has free, or free what "
+             "else holds its memory";
   } else if (!fragmentation) {
     why = fmt::format("capacity: only {} of the device are free (capacity {} - allocated {})", format_bytes(free_bytes),
                       format_bytes(st.capacity), format_bytes(st.allocated));
@@ -136,7 +144,7 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
           }
     const std::string unreserved = fmt::format(
         "the {} of capacity not reserved cannot hold a new {} {} for it", format_bytes(st.capacity - st.reserved),
-        format_bytes(reservation), config_.kind == AllocatorKind::expandable ? "run of pages" : "segment");
+        format_bytes(reservation), unit);
     const std::string largest =
         pool_largest == st.largest_free_block
             ? fmt::format("the largest free block is {}", format_bytes(st.largest_free_block))
@@ -209,37 +217,6 @@ std::pair<int64_t, int64_t> VmmPages::shrink_to(int64_t bytes) {
   return r;
 }
 
-namespace {
-
-class HostSegmentSource final : public SegmentSource {
- public:
-  const char* name() const override { return "host"; }
-  void* map(int64_t bytes) override { return mmap_bytes(bytes, PROT_READ | PROT_WRITE); }
-  void unmap(void* p, int64_t bytes) override { munmap(p, page_bytes(bytes)); }
-  void* reserve_range(int64_t bytes) override { return mmap_bytes(bytes, PROT_NONE); }
-  bool commit(void* base, int64_t from, int64_t to) override {
-    return mprotect(static_cast<char*>(base) + from, static_cast<size_t>(to - from), PROT_READ | PROT_WRITE) == 0;
-  }
-  void decommit(void* base, int64_t from, int64_t to) override {
-    madvise(static_cast<char*>(base) + from, static_cast<size_t>(to - from), MADV_DONTNEED);
-    mprotect(static_cast<char*>(base) + from, static_cast<size_t>(to - from), PROT_NONE);
-  }
-  void release_range(void* base, int64_t bytes) override { munmap(base, page_bytes(bytes)); }
-
- private:
-  static size_t page_bytes(int64_t bytes) { return static_cast<size_t>(std::max<int64_t>(bytes, 4096)); }
-  static void* mmap_bytes(int64_t bytes, int prot) {
-    void* p = mmap(nullptr, page_bytes(bytes), prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? nullptr : p;
-  }
-};
-
-}  // namespace
-
-std::shared_ptr<SegmentSource> host_segment_source() {
-  static const auto s = std::make_shared<HostSegmentSource>();
-  return s;
-}
 
 namespace {
 
@@ -316,7 +293,7 @@ class BlockAllocator final : public DeviceAllocator {
     if (at < 0) {
       ++ooms_;
       notify(AllocatorEvent::Kind::oom, config_.capacity_bytes - reserved_, size, bytes, tag);
-      throw with_stream_rule(out_of_memory(bytes, tag), stream, small, size);
+      throw with_stream_rule(out_of_memory(bytes, tag, refused_), stream, small, size);
     }
     Segment& seg = segment_of(at);
     Block& b = seg.blocks.at(at);
@@ -513,8 +490,9 @@ class BlockAllocator final : public DeviceAllocator {
   }
 
   // PyTorch's alloc_block: reserves capacity for a request; returns the address of a free block
-  // that holds it, or -1.
+  // that holds it, or -1 (refused_ says why when the source refused what the capacity allowed).
   int64_t reserve(bool small, int64_t stream, int64_t size) {
+    refused_.clear();
     if (config_.kind == AllocatorKind::expandable) return grow(small, stream, size);
     const int64_t seg_size = config_.kind == AllocatorKind::direct ? size : segment_size_for(size);
     if (reserved_ + seg_size > config_.capacity_bytes) return -1;
@@ -523,7 +501,10 @@ class BlockAllocator final : public DeviceAllocator {
     s.mapped = seg_size;
     s.small = small;
     s.stream = stream;
-    if (!map(s, seg_size)) return -1;
+    if (!map(s, seg_size)) {
+      refused_ = fmt::format("{} refused a new {} segment", source_->name(), format_bytes(seg_size));
+      return -1;
+    }
     s.blocks[s.addr] = Block{seg_size, 0, false, true, {}};
     free_.insert({small, stream, seg_size, s.addr});
     reserved_ += seg_size;
@@ -562,7 +543,10 @@ class BlockAllocator final : public DeviceAllocator {
       s.small = small;
       s.stream = stream;
       s.page = expandable_page_size(small);
-      if (!map(s, 0)) return -1;
+      if (!map(s, 0)) {
+        refused_ = fmt::format("{} refused the {} pool's address range", source_->name(), small ? "small" : "large");
+        return -1;
+      }
       s.size = s.reserved_range;
       s.blocks[s.addr] = Block{s.size, 0, false, false, {}};
       s.unmapped.insert(s.addr);
@@ -589,7 +573,19 @@ class BlockAllocator final : public DeviceAllocator {
     Block& b = s.blocks.at(addr);
     const int64_t len = std::min(b.size, (bytes + s.page - 1) / s.page * s.page);
     if (reserved_ + len > config_.capacity_bytes) return -1;
-    if (s.base && !source_->commit(s.base, addr - s.addr, addr - s.addr + len)) return -1;
+    if (s.base) {
+      bool ok = false;
+      try {
+        ok = source_->commit(s.base, addr - s.addr, addr - s.addr + len);
+      } catch (const HostMemoryError& e) {
+        throw HostMemoryError(fmt::format("expandable allocator, {} of pages for the {} pool: {}", format_bytes(len),
+                                          s.small ? "small" : "large", e.what()));
+      }
+      if (!ok) {
+        refused_ = fmt::format("{} refused to map {} of pages", source_->name(), format_bytes(len));
+        return -1;
+      }
+    }
     if (len < b.size) {
       s.blocks[addr + len] = Block{b.size - len, 0, false, false, {}};
       s.unmapped.insert(addr + len);
@@ -681,7 +677,18 @@ class BlockAllocator final : public DeviceAllocator {
     const int64_t cap = config_.capacity_bytes + config_.capacity_bytes / 8;
     const int64_t range = expandable ? (cap + s.page - 1) / s.page * s.page : size;
     if (back_memory_) {
-      void* p = expandable ? source_->reserve_range(range) : source_->map(range);
+      void* p = nullptr;
+      try {
+        p = expandable ? source_->reserve_range(range) : source_->map(range);
+      } catch (const HostMemoryError& e) {  // what was being reserved, and why so much
+        throw HostMemoryError(
+            expandable ? fmt::format("expandable allocator, the {} pool's address range of {} for stream {} (1 1/8 of "
+                                     "the device's {}, as PyTorch's expandable segments reserve): {}",
+                                     s.small ? "small" : "large", format_bytes(range), s.stream,
+                                     format_bytes(config_.capacity_bytes), e.what())
+                       : fmt::format("{} allocator, a new {} segment: {}", to_string(config_.kind), format_bytes(range),
+                                     e.what()));
+      }
       if (p == nullptr) return false;
       s.base = static_cast<char*>(p);
       s.addr = reinterpret_cast<int64_t>(p);
@@ -722,6 +729,7 @@ class BlockAllocator final : public DeviceAllocator {
   std::set<std::tuple<bool, int64_t, int64_t, int64_t>> free_;  // (small pool, stream, size, address): mapped free blocks
   int64_t allocated_ = 0, requested_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   int64_t retries_ = 0, ooms_ = 0, next_id_ = 0;
+  std::string refused_;  // the last reserve()'s source refusal ("" when none): out_of_memory's cause
   int64_t next_fake_address_ = int64_t{1} << 32;
 };
 

@@ -48,8 +48,11 @@ namespace embedscope::engine {
 /// Where an allocator's segments live. map / unmap: a whole segment (caching, direct);
 /// reserve_range / commit / decommit / release_range: the address range of each pool of the
 /// expandable allocator (reserved up front; pages committed and decommitted anywhere in it).
-/// map and commit return nullptr / false when the memory is not available (the allocator then
-/// declares OOM); other failures throw std::runtime_error naming the call.
+/// map and commit return nullptr / false when the device's memory is not available although
+/// the allocator's capacity had room for it (cudaMalloc / cuMemCreate out of memory: another
+/// process or context holds it); the allocator then declares OOM naming the source's refusal,
+/// not fragmentation. Other failures throw std::runtime_error naming the call; the host source
+/// throws HostMemoryError for every refusal (the machine's, not the modelled device's).
 class SegmentSource {
  public:
   virtual ~SegmentSource() = default;
@@ -67,9 +70,27 @@ class SegmentSource {
   virtual void release_range(void* base, int64_t bytes) = 0;
 };
 
-/// The host source: mmap'ed anonymous memory; ranges reserved PROT_NONE and committed with
-/// mprotect (madvise(MADV_DONTNEED) on decommit).
+/// A segment source's host-memory refusal (the host source's mmap or mprotect failed): a
+/// resource of this machine or process ran out, not the modelled device's capacity, so it is
+/// no DeviceOutOfMemory. what(): "host memory: mmap of 750.0 MiB (an address range, PROT_NONE)
+/// failed: Cannot allocate memory; this process's address space is limited to 5.7 GiB (ulimit
+/// -v) and 5.1 GiB of it is in use", prefixed by the allocator with what it reserved.
+class HostMemoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The host source: mmap'ed anonymous memory (MAP_NORESERVE); ranges reserved PROT_NONE and
+/// committed with mprotect (madvise(MADV_DONTNEED) on decommit). map, reserve_range and commit
+/// throw HostMemoryError when the kernel refuses (errno's text and address_space_limit_note()).
 std::shared_ptr<SegmentSource> host_segment_source();
+
+/// "; this process's address space is limited to 5.7 GiB (ulimit -v) and 5.1 GiB of it is in
+/// use" when RLIMIT_AS is set (the in-use part from /proc/self/status VmSize, left out where
+/// unreadable), "" when unlimited. Reads the limit and the file each call; never throws.
+std::string address_space_limit_note();
+/// This process's address space in use now, bytes (/proc/self/status VmSize); 0 where unreadable.
+int64_t address_space_in_use();
 
 /// Page bookkeeping of a range committed from its start in pages of `granularity` bytes
 /// (cuMemCreate needs sizes that are multiples of cuMemGetAllocationGranularity's answer; the
@@ -205,7 +226,8 @@ class DeviceAllocator {
 
   virtual ~DeviceAllocator() = default;
   /// Allocates `bytes` (> 0) tagged `tag` (weights, optimizer_state, kjt, ...). Throws
-  /// DeviceOutOfMemory; memory already allocated is untouched.
+  /// DeviceOutOfMemory; HostMemoryError where the host source's mmap / mprotect fails (what()
+  /// names the segment or pool range being reserved); memory already allocated is untouched.
   virtual Allocation allocate(int64_t bytes, const std::string& tag) = 0;
   /// allocate() for a request on `stream`: only free blocks of that stream's segments serve it
   /// (caching, expandable; direct ignores streams). The default (cuda_async, whose pool does
@@ -236,8 +258,11 @@ class DeviceAllocator {
 
  protected:
   explicit DeviceAllocator(AllocatorConfig c) : config_(c) {}
-  /// The OOM error for `bytes`, classified and explained.
-  DeviceOutOfMemory out_of_memory(int64_t bytes, const std::string& tag) const;
+  /// The OOM error for `bytes`, classified and explained. `refused`: the segment source's
+  /// refusal of the reservation the capacity had room for ("cudaMalloc refused a new 24.0 MiB
+  /// segment"; "" when none): then that is the cause, said with the unreserved capacity, and
+  /// the error is no fragmentation.
+  DeviceOutOfMemory out_of_memory(int64_t bytes, const std::string& tag, const std::string& refused = "") const;
   void notify(AllocatorEvent::Kind k, int64_t address, int64_t size, int64_t requested, const std::string& tag) const {
     if (listener_) listener_({k, address, size, requested, tag});
   }
