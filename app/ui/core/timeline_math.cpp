@@ -1,11 +1,16 @@
 #include "core/timeline_math.h"
 
+#include "embedscope/sessions/model/unit_ladder.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <regex>
 #include <limits>
 #include <tuple>
+#include <utility>
 
 
 namespace embedscope::ui {
@@ -323,6 +328,50 @@ int64_t axis_tick_ns(double span_ns, int ticks) {
                       2 * kDay, 5 * kDay, 10 * kDay})
     if (raw <= step) return static_cast<int64_t>(step);
   return static_cast<int64_t>(decade_1_2_5(raw / (10 * kDay)) * 10 * kDay);
+}
+
+std::optional<int64_t> step_at_centre(const std::map<int64_t, ViewRange>& steps, ViewRange view) {
+  if (steps.empty()) return std::nullopt;
+  const double c = (static_cast<double>(view.t0) + static_cast<double>(view.t1)) / 2;
+  std::optional<int64_t> best;
+  std::pair<bool, double> best_key;  // (outside, distance): any step holding the centre first
+  for (const auto& [step, w] : steps) {
+    const double t0 = static_cast<double>(w.t0), t1 = static_cast<double>(w.t1);
+    const bool inside = c >= t0 && c < t1;
+    const std::pair<bool, double> key{!inside, inside ? std::abs((t0 + t1) / 2 - c) : (c < t0 ? t0 - c : c - t1)};
+    if (!best || key < best_key) best = step, best_key = key;
+  }
+  return best;
+}
+
+std::string axis_label(int64_t t_ns, int64_t tick_ns) {
+  const sessions::DurationUnit u = sessions::duration_unit(static_cast<double>(t_ns));
+  if (u.ns == 1) return fmt::format("{} ns", t_ns);
+  const double per_unit = static_cast<double>(std::max<int64_t>(1, tick_ns)) / u.ns;
+  // the digits that tell two ticks apart; 1e-9 against rounding (a 100 ns tick in s: 7, not 8)
+  const int need = per_unit >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(per_unit) - 1e-9));
+  const int decimals = std::clamp(std::max(u.decimals, need), 0, 9);
+  return fmt::format("{:.{}f} {}", static_cast<double>(t_ns) / u.ns, decimals, u.name);
+}
+
+AxisTicks axis_ticks(int64_t t0, int64_t t1, int64_t origin, double width_px,
+                     const std::function<double(const std::string&)>& label_px, int max_ticks, double gap_px) {
+  AxisTicks out;
+  const double span = static_cast<double>(std::max<int64_t>(1, t1 - t0));
+  for (int n = std::max(1, max_ticks); n >= 1; --n) {
+    out.tick_ns = axis_tick_ns(span, n);
+    out.ticks.clear();
+    const auto tick = static_cast<double>(out.tick_ns);
+    double widest = 0;
+    for (double t = std::ceil((static_cast<double>(t0) - static_cast<double>(origin)) / tick) * tick;
+         t + static_cast<double>(origin) < static_cast<double>(t1); t += tick) {
+      const auto rel = static_cast<int64_t>(std::llround(t));
+      out.ticks.emplace_back(rel + origin, axis_label(rel, out.tick_ns));
+      widest = std::max(widest, label_px(out.ticks.back().second));
+    }
+    if (widest + gap_px <= tick / span * width_px) break;  // each label clear of the next tick's
+  }
+  return out;
 }
 
 }  // namespace embedscope::ui

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -154,6 +155,13 @@ std::map<int64_t, ViewRange> step_windows(const std::vector<sessions::StepMetric
 /// steps and the set-up before them do not squeeze the measured steps.
 std::optional<ViewRange> measured_extent(const std::map<int64_t, ViewRange>& steps);
 
+/// The step the view shows: of `steps` (step_windows' result), the one whose window holds the
+/// centre of `view`; where windows overlap there (ranks offset), the one whose own centre is
+/// nearest; where none holds it, the step whose window is nearest to it. nullopt for no steps.
+/// The timeline's step box names it after every pan, zoom, search or history move (tester56
+/// F1: it kept the last number typed). Cost: O(steps).
+std::optional<int64_t> step_at_centre(const std::map<int64_t, ViewRange>& steps, ViewRange view);
+
 /// How a step is named in every view but the memory view: "step 3" for a measured step
 /// (step >= 0); "warm-up 1 of 2" for step -2 of a run with `warmup_steps` = 2 warm-up steps
 /// (steps -warmup_steps..-1 are warm-up 1..warmup_steps); "warm-up (step -3)" when
@@ -202,5 +210,22 @@ using sessions::format_duration;
 /// 6, 12 h; 1, 2, 5, 10 d, then 1-2-5 x 10 d), so that long axes read "30.0 min", "1.00 h" or
 /// "2.00 d" instead of "1000000.00 s". At least 1 ns; `ticks` < 1 counts as 1.
 int64_t axis_tick_ns(double span_ns, int ticks);
+
+/// A time axis's tick label for `t_ns` (ns from the axis' origin) with ticks `tick_ns` apart:
+/// format_duration's unit for `t_ns`, with as many decimals as tell ticks apart (at least the
+/// unit's own, at most 9): at 2.91 s with ticks 50 ns apart "2.91000005 s", not "2.91 s" for
+/// every tick (tester56 F10); 0 reads "0 ns" and a 1 ns tick integer ns where t < 1 us.
+std::string axis_label(int64_t t_ns, int64_t tick_ns);
+
+/// A time axis over [t0, t1) ns (labels relative to `origin` ns) drawn `width_px` wide: the
+/// ticks at round values (axis_tick_ns) and their labels (axis_label), at most `max_ticks` and
+/// as few as keep every label, measured by `label_px`, plus `gap_px` clear of the next one
+/// (tester56 F5: at 800 px "100.00 ms200.00 ms" ran together). Ticks are (t ns, label) in order.
+struct AxisTicks {
+  int64_t tick_ns = 1;
+  std::vector<std::pair<int64_t, std::string>> ticks;
+};
+AxisTicks axis_ticks(int64_t t0, int64_t t1, int64_t origin, double width_px,
+                     const std::function<double(const std::string&)>& label_px, int max_ticks = 8, double gap_px = 12);
 
 }  // namespace embedscope::ui

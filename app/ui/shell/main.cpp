@@ -230,7 +230,7 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
     w.setMinimumSize(0, 0);
     body += QString("<h2>%1</h2>\n<img src=\"%2\" alt=\"%1\">\n").arg(page_name(i), name);
     // the timeline again, fitted to the slowest measured step with its critical path drawn: what
-    // keys 1..9 and P show in the window (tester43 F8)
+    // keys 0..9 and P show in the window (tester43 F8)
     if (auto* tv = qobject_cast<embedscope::ui::TimelineView*>(page(i))) {
       // the step `stats` calls slowest (its step time max: per step the slowest rank's own), not the
       // widest window across ranks (tester54 F7)

@@ -1,5 +1,6 @@
 #include "timeline/step_box.h"
 
+#include <QKeyEvent>
 #include <QRegularExpression>
 
 #include <algorithm>
@@ -12,6 +13,17 @@ StepBox::StepBox(int64_t first, int64_t last, QWidget* parent) : QSpinBox(parent
   setRange(static_cast<int>(first), static_cast<int>(std::max(first, last)));
   // room for the longest name ("warm-up 10 of 10")
   setMinimumWidth(fontMetrics().horizontalAdvance(textFromValue(minimum())) + 40);
+  setKeyboardTracking(false);
+}
+
+void StepBox::keyPressEvent(QKeyEvent* e) {
+  QSpinBox::keyPressEvent(e);  // Enter interprets the text first (valueFromText)
+  if (e->key() == Qt::Key_Return || e->key() == Qt::Key_Enter) emit step_chosen(value());
+}
+
+void StepBox::stepBy(int steps) {
+  QSpinBox::stepBy(steps);
+  emit step_chosen(value());
 }
 
 QString StepBox::textFromValue(int value) const { return QString::fromStdString(step_name(value, warmup_)); }

@@ -17,6 +17,7 @@
 #include "jobs/analysis_job.h"
 #include "models/range_totals_model.h"
 #include "charts/colors.h"
+#include "core/timeline_math.h"
 #include "charts/legend.h"
 #include "timeline/step_box.h"
 #include "timeline/timeline_widget.h"
@@ -57,7 +58,8 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
     timeline_->navigate(timeline_->view());
   });
   bar->addWidget(new QLabel("step:", this));
-  step_box_->setToolTip("Fit a step (keys 1..9: steps 0..8; double-click on a step)");
+  step_box_->setToolTip("Go to a step: Enter, the arrow keys or the wheel fit it (keys 0..9: steps 0..9; double-click on "
+                        "a step); it names the step at the view's centre");
   bar->addWidget(step_box_);
   auto* fit_step = new QToolButton(this);
   button(fit_step, "Fit step", "Show the step chosen on the left", [this] { timeline_->fit_step(step_box_->value()); });
@@ -146,6 +148,15 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
     const QSignalBlocker block(step_box_);
     step_box_->setValue(static_cast<int>(step));
   });
+  // ... and names the step at the view's centre after a pan, zoom, search or history move; Enter
+  // or a step up / down in it fits its step (tester56 F1: only Fit step moved the view)
+  connect(timeline_, &TimelineWidget::view_changed, this, [this] {
+    if (const auto step = step_at_centre(timeline_->steps(), timeline_->view())) {
+      const QSignalBlocker block(step_box_);
+      step_box_->setValue(static_cast<int>(*step));
+    }
+  });
+  connect(step_box_, &StepBox::step_chosen, this, [this](int step) { timeline_->fit_step(step); });
   update_details();
   update_totals();
   update_buttons();

@@ -207,17 +207,18 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     shade.setAlpha(50);
     p.fillRect(QRectF(kGutter + x0, 0, std::max(1.0, x1 - x0), bottom), shade);
   }
-  // time axis: ~8 ticks at round values
-  const auto tick = static_cast<double>(axis_tick_ns(static_cast<double>(scale_.t1() - scale_.t0()), 8));
+  // time axis: at most 8 ticks at round values, as few as keep each label clear of the next
+  // (tester56 F5), their digits enough to tell them apart at any zoom (F10)
   p.setPen(text);
-  const auto origin = static_cast<double>(origin_ns_);
-  const std::vector<QRectF> mark_boxes = rebalance_label_boxes(p.fontMetrics());
-  for (double t = std::ceil((static_cast<double>(scale_.t0()) - origin) / tick) * tick + origin;
-       t < static_cast<double>(scale_.t1()); t += tick) {
-    const int x = kGutter + static_cast<int>(scale_.x(static_cast<int64_t>(t)));
+  const QFontMetrics fm = p.fontMetrics();
+  const AxisTicks axis = axis_ticks(scale_.t0(), scale_.t1(), origin_ns_, scale_.width(),
+                                    [&fm](const std::string& l) { return fm.horizontalAdvance(QString::fromStdString(l)); });
+  const std::vector<QRectF> mark_boxes = rebalance_label_boxes(fm);
+  for (const auto& [t, text_label] : axis.ticks) {
+    const int x = kGutter + static_cast<int>(scale_.x(t));
     p.drawLine(x, kAxis - 6, x, kAxis);
-    const QString label = QString::fromStdString(format_duration(static_cast<int64_t>(t - origin)));
-    const int w = p.fontMetrics().horizontalAdvance(label);
+    const QString label = QString::fromStdString(text_label);
+    const int w = fm.horizontalAdvance(label);
     // whole or not at all, and not under a rebalance marker's label (drawn over the axis below)
     const QRectF at(x + 3, 0, w, kAxis - 8);
     const bool covered = std::any_of(mark_boxes.begin(), mark_boxes.end(), [&](const QRectF& b) { return b.intersects(at); });
@@ -711,8 +712,8 @@ void TimelineWidget::keyPressEvent(QKeyEvent* e) {
     (e->key() == Qt::Key_Right || (e->key() == Qt::Key_Backspace && shift)) ? forward() : back();
     return;
   }
-  if (e->key() >= Qt::Key_1 && e->key() <= Qt::Key_9 && !(e->modifiers() & Qt::ControlModifier)) {
-    fit_step(e->key() - Qt::Key_1);  // key n: measured step n - 1
+  if (e->key() >= Qt::Key_0 && e->key() <= Qt::Key_9 && !(e->modifiers() & Qt::ControlModifier)) {
+    fit_step(e->key() - Qt::Key_0);  // key n: step n, as `stats` and the step box number them (tester56 F2)
     return;
   }
   switch (e->key()) {

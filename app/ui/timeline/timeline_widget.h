@@ -2,7 +2,7 @@
 // The timeline: one row per rank and lane, ops as boxes coloured by category, step boundaries,
 // a time axis in readable units. Wheel and W/S zoom at the cursor, drag and A/D pan, F fits the
 // measured steps (the default view), Shift+F everything (warm-up steps and set-up included),
-// 1..9 or a double click fit a step, Backspace / Shift+Backspace (or Alt+Left / Alt+Right) go
+// 0..9 (step 0..9, as `stats` numbers them) or a double click fit a step, Backspace / Shift+Backspace (or Alt+Left / Alt+Right) go
 // back and forward through the zoom history; hovering shows the op's name, rank, lane, start,
 // duration and bytes; a click selects an op (outlined); Shift+drag, or a drag on the time axis,
 // selects a time range; a hung run's collective that timed out is marked. Communication is split as Holistic Trace Analysis counts it: the parts
@@ -135,7 +135,7 @@ class TimelineWidget : public QWidget {
   void range_changed();
   /// The user zoomed or panned (wheel, drag, keys, history); scale() holds the new view.
   void view_changed();
-  /// fit_step showed step `step` (keys 1..9, a double click on a step, the toolbar's Fit step).
+  /// fit_step showed step `step` (keys 0..9, a double click on a step, the step box, the toolbar's Fit step).
   void step_fitted(int64_t step);
 
  protected:

@@ -9,12 +9,17 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 
 #include <QComboBox>
+#include <QEvent>
+#include <QFontMetrics>
+#include <QFrame>
 #include <QGridLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QScrollArea>
 #include <QTableView>
 #include <QTableWidget>
 #include <QToolTip>
+#include <QVBoxLayout>
 
 #include <qcustomplot.h>
 
@@ -38,6 +43,31 @@ QString single_table_of(const QStringList& columns, const QStringList& tables) {
   return tables[0];
 }
 
+// The px a heatmap's colour scale column (scale, tick labels, metric label) takes beside the
+// cells; the title sits in the cells' column, centred over them.
+constexpr int kColourScaleColumnPx = 120;
+
+// The heatmap's title (the text element at the layout's top) wrapped to its column's width; its
+// text as given is kept in the property "unwrapped" (tester56 F8: cut at both ends at 1280 px).
+void wrap_heatmap_title(QCustomPlot* plot) {
+  auto* head = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementCount() > 0 ? plot->plotLayout()->elementAt(0) : nullptr);
+  if (!head) return;
+  if (!head->property("unwrapped").isValid()) head->setProperty("unwrapped", head->text());
+  head->setText(wrap_title(head->property("unwrapped").toString(), QFontMetrics(head->font()),
+                           std::max(100, plot->width() - kColourScaleColumnPx)));
+}
+
+// Re-wraps a heatmap's title whenever its plot is resized.
+class TitleWrapper : public QObject {
+ public:
+  using QObject::QObject;
+  bool eventFilter(QObject* watched, QEvent* e) override {
+    if (e->type() == QEvent::Resize)
+      if (auto* plot = qobject_cast<QCustomPlot*>(watched)) wrap_heatmap_title(plot);
+    return false;
+  }
+};
+
 // A rank x column colour map with a colour scale from 0 (tester41 #18: a scale from the smallest
 // cell made a 1.16 max/mean look like cold vs red hot); hovering a cell shows its value. A cell
 // `held` says false for is NaN, drawn light grey ("no shard on this rank", not "0 ids").
@@ -48,7 +78,9 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
                   const std::function<bool(int, int)>& held = {}, const QStringList& tables = {}) {
   plot->clearPlottables();
   plot->plotLayout()->clear();
-  plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, title, QFont("sans", 10, QFont::Bold)));
+  auto* head = new QCPTextElement(plot, title, QFont("sans", 10, QFont::Bold));
+  plot->plotLayout()->addElement(0, 0, head);
+  wrap_heatmap_title(plot);
   auto* rect = new QCPAxisRect(plot);
   plot->plotLayout()->addElement(1, 0, rect);
   auto* map = new QCPColorMap(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
@@ -141,6 +173,24 @@ void fill_binned_heatmap(QCustomPlot* plot, const QString& title, const QStringL
 
 }  // namespace
 
+QString wrap_title(const QString& text, const QFontMetrics& fm, int width) {
+  QStringList out;
+  for (const QString& line : text.split('\n')) {
+    QString cur;
+    for (const QString& word : line.split(' ')) {
+      const QString next = cur.isEmpty() ? word : cur + ' ' + word;
+      if (!cur.isEmpty() && fm.horizontalAdvance(next) > width) {
+        out << cur;
+        cur = word;
+      } else {
+        cur = next;
+      }
+    }
+    out << cur;
+  }
+  return out.join('\n');
+}
+
 std::vector<std::pair<int, QString>> heatmap_column_ticks(const QStringList& columns, const QStringList& tables) {
   std::vector<std::pair<int, QString>> out;
   if (columns.size() <= kMaxNamedColumns) {
@@ -169,7 +219,19 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
     for (LoadMetric m : {LoadMetric::cache_hits, LoadMetric::cache_misses, LoadMetric::rows_fetched, LoadMetric::bytes_h2d,
                          LoadMetric::bytes_d2h})
       metric_box_->addItem(sessions::to_string(m), static_cast<int>(m));
-  auto* grid = new QGridLayout(this);
+  // the page scrolls inside its tab below its minimum height (tester56 F8: squeezed to 1280x800
+  // its parts overlapped, the table box under the imbalance chart's axis; free to grow it pushed
+  // the window to 1280x946)
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* page = new QScrollArea(this);
+  page->setObjectName("load_page_scroll");
+  page->setFrameShape(QFrame::NoFrame);
+  page->setWidgetResizable(true);
+  outer->addWidget(page);
+  auto* content = new QWidget(page);
+  page->setWidget(content);
+  auto* grid = new QGridLayout(content);
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("metric:", this));
   top->addWidget(metric_box_);
@@ -233,6 +295,7 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
                                         std::atoi(session_->meta("world_size", "1").c_str()))
                              : 1;
   for (auto* plot : {shard_plot_, step_plot_}) {
+    plot->installEventFilter(new TitleWrapper(plot));
     plot->setMaximumHeight(binned_heatmap_max_height(ranks));
     plot->setMinimumHeight(heatmap_min_height(ranks));  // 8 ranks' labels apart (tester43 F5)
   }

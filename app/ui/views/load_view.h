@@ -21,6 +21,7 @@
 
 class QCustomPlot;
 class QComboBox;
+class QFontMetrics;
 class QLabel;
 class QTableView;
 class QTableWidget;
@@ -40,6 +41,10 @@ inline const QColor kNoShardColor{0xd9, 0xd9, 0xd9};
 /// (tester41 #18: bare indices 0..100 for 104 shards); else (or more tables than that) none:
 /// the caller draws integer indices.
 std::vector<std::pair<int, QString>> heatmap_column_ticks(const QStringList& columns, const QStringList& tables);
+/// `text` with each of its lines word-wrapped at spaces to at most `width` px in `fm` (a word
+/// wider than that stays whole on its own line). The heatmaps' titles, wrapped again on each
+/// resize of their plot (tester56 F8: "r rank x table shard ... on the rar" cut at both ends).
+QString wrap_title(const QString& text, const QFontMetrics& fm, int width);
 class InputStatsModel;
 
 class LoadView : public QWidget {

@@ -1,7 +1,9 @@
 #include "views/memory_view.h"
 
 #include <QCheckBox>
+#include <QFrame>
 #include <QComboBox>
+#include <QEvent>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -11,9 +13,11 @@
 #include <QSplitter>
 #include <QTableWidget>
 #include <QTabWidget>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <set>
 #include <tuple>
@@ -86,17 +90,35 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   for (const auto& s : snapshots_)
     snapshot_box_->addItem(QString::fromStdString(sessions::snapshot_label(s, warmup, imported)));
 
-  auto* layout = new QVBoxLayout(this);
+  // the page scrolls inside its tab rather than raise the window's minimum size (tester56 F4:
+  // the page drove the window to 1557x946, beyond a 1366x768 laptop); its parts are in splitters
+  // The summary line above it, word-wrapped (one line of ~1300 px held the window that wide),
+  // stays out of the scroll area: a height-for-width label in it makes QScrollArea size the page
+  // to its preferred height, not its minimum.
+  auto* outer = new QVBoxLayout(this);
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel("memory of", this));
   top->addWidget(rank_box_);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  summary_->setWordWrap(true);
   top->addWidget(summary_, 1);
-  layout->addLayout(top);
+  outer->addLayout(top);
+  auto* page = new QScrollArea(this);
+  page->setObjectName("memory_page_scroll");
+  page->setFrameShape(QFrame::NoFrame);
+  page->setWidgetResizable(true);
+  outer->addWidget(page, 1);
+  auto* content = new QWidget(page);
+  page->setWidget(content);
+  auto* layout = new QVBoxLayout(content);
+  layout->setContentsMargins(0, 0, 0, 0);
 
   auto* split = split_ = new QSplitter(Qt::Horizontal, this);
+  split->setChildrenCollapsible(false);
   layout->addWidget(split, 1);
-  // left: the charts over the trace, the scrubber and the block map
+  // left: the charts over the trace above, the scrubber and the block map below, in a vertical
+  // splitter whose largest share is the map's (the memory visualizer's main view: tester56 F4
+  // found it a 15 px strip under the charts)
   auto* left = new QWidget(split);
   auto* lv = new QVBoxLayout(left);
   lv->setContentsMargins(0, 0, 0, 0);
@@ -113,44 +135,59 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   connect(baseline, &QCheckBox::toggled, timeline_, &ActiveTimeline::set_baseline_enabled);
   connect(baseline, &QCheckBox::toggled, segments_, &SegmentTimelineChart::set_baseline_enabled);
   lv->addWidget(baseline);
-  lv->addWidget(timeline_, 3);
-  lv->addWidget(segments_, 2);
-  // tall enough for the axis rect beside the legend row and the x label; few value ticks (tester41
-  // #8: eight tick labels crammed into 60 px overlapped)
-  frag_plot_->setMinimumSize(320, 190);
-  plot_->setMinimumSize(320, 190);
+  auto* vsplit = charts_split_ = new QSplitter(Qt::Vertical, left);
+  vsplit->setObjectName("memory_charts_split");
+  vsplit->setChildrenCollapsible(false);
+  lv->addWidget(vsplit, 1);
+  timeline_->setMinimumHeight(kMemoryChartMinPx);
+  segments_->setMinimumHeight(kMemoryChartMinPx);
+  vsplit->addWidget(timeline_);
+  vsplit->addWidget(segments_);
+  // few value ticks (tester41 #8: eight tick labels crammed into 60 px overlapped)
+  frag_plot_->setMinimumSize(320, kMemoryChartMinPx + 30);  // its legend row too
+  plot_->setMinimumSize(320, kMemoryChartMinPx + 30);
   for (QCustomPlot* c : {frag_plot_, plot_})
     for (QCPAxis* a : {c->yAxis, c->yAxis2}) a->ticker()->setTickCount(4);
   charts_->addTab(frag_plot_, "fragmentation over the trace");
   charts_->addTab(plot_, "by step");
-  lv->addWidget(charts_, 2);
+  vsplit->addWidget(charts_);
+  auto* map_pane = new QWidget(vsplit);
+  map_pane->setObjectName("memory_map_pane");
+  auto* mv = new QVBoxLayout(map_pane);
+  mv->setContentsMargins(0, 0, 0, 0);
+  vsplit->addWidget(map_pane);
   // the scrubber and the snapshot picker, hidden where there is neither a history nor a snapshot
-  auto* state_controls = new QWidget(left);
+  auto* state_controls = new QWidget(map_pane);
   state_controls->setObjectName("memory_state_controls");
   auto* sc = new QVBoxLayout(state_controls);
   sc->setContentsMargins(0, 0, 0, 0);
-  lv->addWidget(state_controls);
+  mv->addWidget(state_controls);
   auto* scrub = new QHBoxLayout;
   scrub->addWidget(new QLabel("allocator state after entry", this));
   scrub->addWidget(entry_box_);
   scrub->addWidget(slider_, 1);
   sc->addLayout(scrub);
+  // the snapshot picker on the scrubber's row: a row less above the map
+  slider_->setMinimumWidth(80);  // squeezed, it showed only its handle
+  scrub->addWidget(new QLabel("or snapshot:", this));
+  snapshot_box_->setToolTip("a snapshot the run recorded (step ends, OOMs)");
+  scrub->addWidget(snapshot_box_);
   entry_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   entry_label_->setWordWrap(true);
   sc->addWidget(entry_label_);
-  auto* mid = new QHBoxLayout;
-  mid->addWidget(new QLabel("or a recorded snapshot:", this));
-  mid->addWidget(snapshot_box_);
-  mid->addStretch(1);
-  sc->addLayout(mid);
   why_->setWordWrap(true);
   why_->setStyleSheet("color: #b00000");
   why_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   why_->hide();
-  lv->addWidget(why_);
+  mv->addWidget(why_);
   map_scroll_->setWidget(map_);
   map_scroll_->setWidgetResizable(true);
-  lv->addWidget(map_scroll_, 3);
+  map_scroll_->setMinimumHeight(kMemoryMapMinPx + 2 * map_scroll_->frameWidth());  // the viewport at least kMemoryMapMinPx
+  mv->addWidget(map_scroll_, 1);
+  // shares of the height: the map's pane the largest (share_charts_split), until the user drags
+  for (int i = 0; i < 4; ++i) vsplit->setStretchFactor(i, i == 3 ? 5 : 2);
+  vsplit->installEventFilter(this);
+  connect(vsplit, &QSplitter::splitterMoved, this, [this] { charts_split_dragged_ = true; });
   if (counters_.empty() && ranks.empty())
     lv->addWidget(new QLabel("this session has no memory records (schema version 1)", this));
   // right: the clicked block, the top stacks, the settings, the replay
@@ -214,6 +251,35 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
     snapshot_box_->setCurrentIndex(first);
     show_snapshot(first);
   }
+}
+
+bool MemoryView::eventFilter(QObject* watched, QEvent* e) {
+  if (watched == charts_split_ && e->type() == QEvent::Resize && !charts_split_dragged_)
+    QTimer::singleShot(0, this, [this] { share_charts_split(); });  // after the splitter's own layout
+  return QWidget::eventFilter(watched, e);
+}
+
+std::array<int, 4> memory_split_sizes(int height, int map_pane_min, int map_pane_wants) {
+  const int pane = std::min(height, std::max(map_pane_min, std::min(map_pane_wants, height * 45 / 100)));
+  const int rest = height - pane;
+  return {rest * 35 / 100, rest * 27 / 100, rest - rest * 35 / 100 - rest * 27 / 100, pane};
+}
+
+void MemoryView::share_charts_split() {
+  if (charts_split_dragged_ || charts_split_->count() != 4) return;
+  const int h = charts_split_->height() - 3 * charts_split_->handleWidth();
+  if (h <= 0) return;
+  QWidget* pane = charts_split_->widget(3);
+  // the scrubber's rows and the OOM line at the pane's width (the entry line wraps), then the map
+  const int spacing = pane->layout()->spacing(), w = pane->width();
+  int above = 0;
+  for (QWidget* part : {findChild<QWidget*>("memory_state_controls"), static_cast<QWidget*>(why_)})
+    if (part && part->isVisibleTo(pane))
+      above += (part->hasHeightForWidth() ? part->heightForWidth(w) : part->sizeHint().height()) + spacing;
+  const int least = above + map_scroll_->minimumHeight();
+  pane->setMinimumHeight(least);  // the splitter's minimum for the pane, the wrapped lines counted
+  const auto sizes = memory_split_sizes(h, least, above + map_->minimumHeight() + 2 * map_scroll_->frameWidth());
+  charts_split_->setSizes({sizes[0], sizes[1], sizes[2], sizes[3]});  // QSplitter keeps each at least its minimum
 }
 
 void MemoryView::show_rank(int rank) {

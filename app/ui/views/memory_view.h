@@ -20,6 +20,7 @@
 
 #include <QWidget>
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -65,6 +66,25 @@ MemoryViewData load_memory_view_data(const std::string& path, int32_t rank, int6
 /// entry 0 clipped)" (tester54 F10: "MiB (after entry 9)" did not say what it meant).
 QString clipped_scale_label(int64_t skip);
 
+/// The least height of each chart over the trace on the Memory page (the active and segment
+/// timelines; the fragmentation / by-step charts get 30 px more for their legend row), px; the
+/// splitter between them and the map gives them more. The page
+/// scrolls inside its tab below its minimum height and its parts sit in splitters, so these
+/// never raise the window's minimum size (tester56 F4: the page held the window at 1557x946).
+inline constexpr int kMemoryChartMinPx = 100;
+/// The least height of the segment/block map's viewport, px: the memory visualizer's main view,
+/// and the largest share of the page's height (tester56 F4: a 15 px strip, none at 1000x650).
+inline constexpr int kMemoryMapMinPx = 160;
+
+/// The heights of the Memory page's charts splitter's four panes (active timeline, segment
+/// timeline, fragmentation / by-step charts, the scrubber with the block map) in `height` px: the
+/// map's pane what it wants to show the whole map (`map_pane_wants`: controls, map, frame), at
+/// most 45 %, at least `map_pane_min` (its controls and kMemoryMapMinPx of map; at most
+/// `height`); the rest 35 / 27 / 38 % to the charts. QSplitter then raises any pane to its
+/// minimum. 1000 px, min 250, a map pane of 900 px: {192, 148, 210, 450}; of 200 px: {262, 202,
+/// 286, 250}.
+std::array<int, 4> memory_split_sizes(int height, int map_pane_min, int map_pane_wants);
+
 class MemoryView : public QWidget {
   Q_OBJECT
 
@@ -84,6 +104,8 @@ class MemoryView : public QWidget {
   void show_for_report();
   /// The splitter between the charts (left) and the details, stacks and replay (right).
   QSplitter* splitter() { return split_; }
+  /// The scroll area of the segment/block map (map() is its widget).
+  QScrollArea* map_scroll() { return map_scroll_; }
   BlockMap* map() { return map_; }
   ActiveTimeline* timeline() { return timeline_; }
   SegmentTimelineChart* segment_timeline() { return segments_; }
@@ -107,7 +129,12 @@ class MemoryView : public QWidget {
   /// then (it serves requests <= 1 MiB)"), or "the request's pool" when the OOMs are of both.
   static QString oom_free_block_legend(const std::vector<sessions::MemoryOom>& ooms);
 
+ protected:
+  /// Keeps the charts' splitter at its shares (share_charts_split) as it resizes, until dragged.
+  bool eventFilter(QObject* watched, QEvent* e) override;
+
  private:
+  void share_charts_split();
   void apply(MemoryViewData& d);
   void show_block(int index);
   void fill_fragmentation();
@@ -119,6 +146,8 @@ class MemoryView : public QWidget {
   QComboBox *rank_box_, *snapshot_box_;
   QLabel* summary_;
   QSplitter* split_ = nullptr;
+  QSplitter* charts_split_ = nullptr;  // left: the timelines, the fragmentation charts, the map's pane
+  bool charts_split_dragged_ = false;  // the user set its shares
   bool report_ = false;  // show_for_report was called: the right pane follows its tables
   QTabWidget* charts_;
   ActiveTimeline* timeline_;

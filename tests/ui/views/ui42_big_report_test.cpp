@@ -96,7 +96,7 @@ TEST(Ui42LoadView, ThousandRanksAreBinnedAndSaidSo) {
   EXPECT_DOUBLE_EQ(cells->data()->cell(700 / 4, 700 / 16), 5000);  // the hot shard of rank 700 shows in its bin
   QString titles;
   for (auto* e : map->plotLayout()->elements(true))
-    if (auto* t = qobject_cast<QCPTextElement*>(e)) titles += t->text();
+    if (auto* t = qobject_cast<QCPTextElement*>(e)) titles += t->text().replace('\n', ' ');  // wrapped to the plot
   EXPECT_TRUE(titles.contains("ranks 0-1023 in 64 rows of 16, 1024 shards in 256 columns of 4")) << titles.toStdString();
   EXPECT_LE(view.minimumSizeHint().width(), kReportMaxWidth);
 }

@@ -144,7 +144,7 @@ TEST(Ux44TagColors, DistinctWithinASetAndStableAfterwards) {
   EXPECT_EQ(BlockMap::color_of_tag("weights"), QColor(0x1f, 0x77, 0xb4));
 }
 
-// F24: keys 1..9 and a double click fit a step; the toolbar's step box follows, so "Fit step"
+// F24: keys 0..9 and a double click fit a step; the toolbar's step box follows, so "Fit step"
 // shows the same step again (it said "step 0" and jumped back).
 TEST(Ux44StepBox, FollowsTheStepFittedByKeysAndDoubleClick) {
   TimelineView v(std::make_shared<const sessions::SessionReader>(ux44_steps_session()));
@@ -152,7 +152,7 @@ TEST(Ux44StepBox, FollowsTheStepFittedByKeysAndDoubleClick) {
   v.show();
   QApplication::processEvents();
   EXPECT_EQ(v.step_box()->value(), 0);
-  QTest::keyClick(v.timeline(), Qt::Key_3);  // measured step 2
+  QTest::keyClick(v.timeline(), Qt::Key_2);  // step 2 (keys 0..9 are the step numbers: tester56 F2)
   EXPECT_EQ(v.timeline()->view(), (ViewRange{200'000, 300'000}));
   EXPECT_EQ(v.step_box()->value(), 2);
   EXPECT_EQ(v.step_box()->text(), "step 2");
@@ -162,7 +162,7 @@ TEST(Ux44StepBox, FollowsTheStepFittedByKeysAndDoubleClick) {
   QTest::mouseDClick(v.timeline(), Qt::LeftButton, Qt::NoModifier, QPoint(static_cast<int>(x), 40));
   EXPECT_EQ(v.timeline()->view(), (ViewRange{300'000, 400'000}));
   EXPECT_EQ(v.step_box()->value(), 3);
-  // an unknown step (key 9: step 8) changes neither the view nor the box
+  // an unknown step (key 9: step 9) changes neither the view nor the box
   QTest::keyClick(v.timeline(), Qt::Key_9);
   EXPECT_EQ(v.step_box()->value(), 3);
 }
