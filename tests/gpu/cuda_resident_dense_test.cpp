@@ -19,6 +19,7 @@
 #include "embedscope/engine/workload/presets.h"
 #include "embedscope/profiler/device/cuda_device.h"
 #include "exec/device/rank_device.h"
+#include "support/copy_counting_run.h"
 
 namespace {
 
@@ -103,13 +104,9 @@ TEST(CudaDeviceDist55, FourRanksOnOneGpuEqualTheHostStagedDistsWithFewerCopies) 
     opt.keep_tables = true;
     opt.device_dist = device_dist;
     opt.device_input_dist = false;  // the output dists only (CudaDeviceKjt56 below: the input dist)
-    const auto before = embedscope::engine::detail::step_copy_totals();
-    es::RunResult r = es::run_training(s, plan, opt);
-    const auto after = embedscope::engine::detail::step_copy_totals();
-    copies = {after.host_to_device - before.host_to_device, after.device_to_host - before.device_to_host,
-              after.host_to_device_bytes - before.host_to_device_bytes,
-              after.device_to_host_bytes - before.device_to_host_bytes};
-    return r;
+    auto r = embedscope::engine::test_support::run_counting_copies(s, plan, opt);
+    copies = r.copies;
+    return r.result;
   };
   embedscope::engine::detail::CopyTotals staged_copies, dev_copies;
   const es::RunResult staged = run(false, staged_copies);
@@ -160,13 +157,9 @@ TEST(CudaRwDeviceDist56, FourRanksOnOneGpuEqualTheHostStagedDistsWithFewerCopies
       opt.keep_tables = true;
       opt.device_dist = device_dist;
       opt.device_input_dist = false;  // the output dists only (CudaDeviceKjt56: the input dist)
-      const auto before = embedscope::engine::detail::step_copy_totals();
-      es::RunResult r = es::run_training(s, plan, opt);
-      const auto after = embedscope::engine::detail::step_copy_totals();
-      copies = {after.host_to_device - before.host_to_device, after.device_to_host - before.device_to_host,
-                after.host_to_device_bytes - before.host_to_device_bytes,
-                after.device_to_host_bytes - before.device_to_host_bytes};
-      return r;
+      auto r = embedscope::engine::test_support::run_counting_copies(s, plan, opt);
+      copies = r.copies;
+      return r.result;
     };
     embedscope::engine::detail::CopyTotals staged_copies, dev_copies;
     const es::RunResult staged = run(false, staged_copies);
@@ -211,13 +204,9 @@ TEST(CudaDeviceKjt56, FourRanksOnOneGpuEqualTheHostInputDistWithFewerCopies) {
     opt.trace = false;
     opt.keep_tables = true;
     opt.device_input_dist = device_input_dist;
-    const auto before = embedscope::engine::detail::step_copy_totals();
-    es::RunResult r = es::run_training(s, plan, opt);
-    const auto after = embedscope::engine::detail::step_copy_totals();
-    copies = {after.host_to_device - before.host_to_device, after.device_to_host - before.device_to_host,
-              after.host_to_device_bytes - before.host_to_device_bytes,
-              after.device_to_host_bytes - before.device_to_host_bytes};
-    return r;
+    auto r = embedscope::engine::test_support::run_counting_copies(s, plan, opt);
+    copies = r.copies;
+    return r.result;
   };
   embedscope::engine::detail::CopyTotals host_copies, dev_copies;
   const es::RunResult host = run(false, host_copies);

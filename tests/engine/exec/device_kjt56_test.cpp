@@ -21,6 +21,7 @@
 #include "embedscope/engine/input/source.h"
 #include "embedscope/engine/kernels/kjt_permute_core.h"
 #include "engine/parity_check.h"
+#include "support/device_dist_runs.h"
 #include "exec/device/rank_device.h"
 
 using namespace embedscope::engine;
@@ -28,46 +29,21 @@ using namespace embedscope::engine::parity;
 
 namespace {
 
-// parity_spec (4 tables, dims 6, 4, 5 (two features), 16; 5 samples a rank, 3 steps) with a
-// resident cat dense part (dist_on_device needs one): 3 dense features, bottom {8, 4}, top {6, 1}.
-WorkloadSpec kjt_spec(ShardingType type, OptimizerType opt, int world = 4, Pooling pooling = Pooling::mean) {
-  WorkloadSpec s = parity_spec(type, world, pooling, opt);
-  DenseSpec d;
-  d.num_dense_features = 3;
-  d.bottom_mlp = {8, 4};
-  d.interaction = Interaction::cat;
-  d.top_mlp = {6, 1};
-  s.dense = d;
-  return s;
-}
+using KjtRun = test_support::CountedRun;
 
-struct KjtRun {
-  RunResult result;
-  detail::CopyTotals copies;  // step_copy_totals over the run's measured steps
-};
+WorkloadSpec kjt_spec(ShardingType type, OptimizerType opt, int world = 4, Pooling pooling = Pooling::mean) {
+  return test_support::resident_cat_spec(type, opt, world, pooling);
+}
 
 KjtRun run_kjt(const WorkloadSpec& s, const ShardingPlan& plan, bool emulate, int devices, bool device_input_dist) {
-  TrainerOptions o;
-  o.keep_tables = true;
-  o.trace = false;
-  o.emulate_device = emulate;
-  o.emulated_devices = devices;
+  TrainerOptions o = test_support::emulated_options(emulate, devices);
   o.device_input_dist = device_input_dist;
-  const detail::CopyTotals before = detail::step_copy_totals();
-  KjtRun r{run_training(s, plan, o), {}};
-  const detail::CopyTotals after = detail::step_copy_totals();
-  r.copies = {after.host_to_device - before.host_to_device, after.device_to_host - before.device_to_host,
-              after.host_to_device_bytes - before.host_to_device_bytes,
-              after.device_to_host_bytes - before.device_to_host_bytes};
-  return r;
+  return test_support::run_counting_copies(s, plan, o);
 }
 
+// the same training, and the same ids looked up (and unique ids) on every rank
 void kjt56_expect_same(const RunResult& got, const RunResult& want, const std::string& what) {
-  ASSERT_EQ(got.ended, RunEnd::complete) << what << ": " << got.error;
-  ASSERT_EQ(got.tables.size(), want.tables.size()) << what;
-  for (size_t t = 0; t < got.tables.size(); ++t) EXPECT_EQ(got.tables[t], want.tables[t]) << what << ", table " << t;
-  EXPECT_EQ(got.loss, want.loss) << what;
-  EXPECT_EQ(got.dense_params, want.dense_params) << what;
+  test_support::expect_same_training(got, want, what);
   ASSERT_EQ(got.ranks.size(), want.ranks.size()) << what;
   for (size_t r = 0; r < got.ranks.size(); ++r) {
     EXPECT_EQ(got.ranks[r].ids_looked_up, want.ranks[r].ids_looked_up) << what << ", rank " << r;

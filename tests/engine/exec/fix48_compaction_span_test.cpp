@@ -38,7 +38,9 @@ TEST(Fix48CompactionSpan, OutsideTheStepWindow) {
     ASSERT_NE(w, windows.end()) << "rank " << op.rank << " step " << op.step;
     EXPECT_GE(op.start_ns, w->second.second) << "rank " << op.rank << " step " << op.step;  // was inside: ended at the window's end
     const auto next = windows.find({op.rank, op.step + 1});
-    if (next != windows.end()) EXPECT_LE(op.end_ns, next->second.first) << "rank " << op.rank << " step " << op.step;
+    if (next != windows.end()) {
+      EXPECT_LE(op.end_ns, next->second.first) << "rank " << op.rank << " step " << op.step;
+    }
   }
   EXPECT_EQ(spans, 2 * 4);  // 2 ranks, after the warm-up step (-1) and each of the 3 measured steps
   std::filesystem::remove_all(dir);

@@ -25,6 +25,7 @@
 
 #include "embedscope/engine/exec/run.h"
 #include "engine/parity_check.h"
+#include "support/device_dist_runs.h"
 #include "embedscope/engine/kernels/dist_pack_core.h"
 #include "exec/device/rank_device.h"
 
@@ -35,48 +36,18 @@ using namespace embedscope::engine::parity;
 // helpers have the same names
 namespace rwdist56_test {
 
-// parity_spec (4 tables of dims 6, 4, 5 (two features), 16; mean pooling; 5 samples a rank, 3
-// steps; nodes of 2 ranks at world 4 for the hierarchical types) with a resident dense part: 3
-// dense features, bottom {8, 4}, cat, top {6, 1}.
-WorkloadSpec dist_spec(ShardingType type, OptimizerType opt, int world = 4) {
-  WorkloadSpec s = parity_spec(type, world, Pooling::mean, opt);
-  DenseSpec d;
-  d.num_dense_features = 3;
-  d.bottom_mlp = {8, 4};
-  d.interaction = Interaction::cat;
-  d.top_mlp = {6, 1};
-  s.dense = d;
-  return s;
-}
+using test_support::expect_same_training;
+using DistRun = test_support::CountedRun;
 
-struct DistRun {
-  RunResult result;
-  detail::CopyTotals copies;  // step_copy_totals over the run's measured steps
-};
+WorkloadSpec dist_spec(ShardingType type, OptimizerType opt, int world = 4) {
+  return test_support::resident_cat_spec(type, opt, world);
+}
 
 DistRun run_dist(const WorkloadSpec& s, const ShardingPlan& plan, bool emulate, int devices, bool device_dist) {
-  TrainerOptions o;
-  o.keep_tables = true;
-  o.trace = false;
-  o.emulate_device = emulate;
-  o.emulated_devices = devices;
+  TrainerOptions o = test_support::emulated_options(emulate, devices);
   o.device_dist = device_dist;
   o.device_input_dist = false;  // the output dists only (the input dist on the device: device_kjt56_test.cpp)
-  const detail::CopyTotals before = detail::step_copy_totals();
-  DistRun r{run_training(s, plan, o), {}};
-  const detail::CopyTotals after = detail::step_copy_totals();
-  r.copies = {after.host_to_device - before.host_to_device, after.device_to_host - before.device_to_host,
-              after.host_to_device_bytes - before.host_to_device_bytes,
-              after.device_to_host_bytes - before.device_to_host_bytes};
-  return r;
-}
-
-void expect_same_training(const RunResult& got, const RunResult& want, const std::string& what) {
-  ASSERT_EQ(got.ended, RunEnd::complete) << what << ": " << got.error;
-  ASSERT_EQ(got.tables.size(), want.tables.size()) << what;
-  for (size_t t = 0; t < got.tables.size(); ++t) EXPECT_EQ(got.tables[t], want.tables[t]) << what << ", table " << t;
-  EXPECT_EQ(got.loss, want.loss) << what;
-  EXPECT_EQ(got.dense_params, want.dense_params) << what;
+  return test_support::run_counting_copies(s, plan, o);
 }
 
 enum class Plan { row_wise, row_wise_low_rank, table_row_wise, grid_shard, mixed };

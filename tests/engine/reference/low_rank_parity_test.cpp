@@ -76,9 +76,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(ShardingType::table_wise, ShardingType::data_parallel, ShardingType::row_wise),
                        ::testing::Values(1, 2, 3, 4),
                        ::testing::Values(OptimizerType::sgd, OptimizerType::rowwise_adagrad, OptimizerType::adam)),
-    [](const auto& info) {
-      return fmt::format("{}_w{}_{}", to_string(std::get<0>(info.param)), std::get<1>(info.param),
-                         to_string(std::get<2>(info.param)));
+    [](const auto& p) {  // not `info`: the macro's own parameter has that name (-Wshadow)
+      return fmt::format("{}_w{}_{}", to_string(std::get<0>(p.param)), std::get<1>(p.param),
+                         to_string(std::get<2>(p.param)));
     });
 
 // Tables in both placements at once on 3 ranks, sum pooling, a hashed factorized table and

@@ -85,7 +85,9 @@ View* uilayout56_open(MainWindow& w, int tab) {
   if (!page) return nullptr;
   page->setCurrentIndex(tab);
   auto* view = w.findChild<View*>();
-  if (view) EXPECT_TRUE(wait_for_analyses(view));
+  if (view) {
+    EXPECT_TRUE(wait_for_analyses(view));
+  }
   uilayout56_settle();
   return view;
 }
