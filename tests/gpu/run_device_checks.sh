@@ -244,7 +244,10 @@ pack_mode() {
   } >"$root/MANIFEST"
   local level=${EMBEDSCOPE_PACK_ZSTD_LEVEL:-19}
   mkdir -p "$(dirname "$out")"
-  tar -C "$stage" -cf - "$PACK_ROOT" | zstd -q -f "-$level" -T0 -o "$out" || die "--pack: writing $out failed"
+  # --long=27 (a 128 MiB window, what zstd -d and python's zstd modules accept by default): the six
+  # executables carry the same CUDA fatbins, which a 128 MiB window finds across the 115 MiB tar.
+  # Measured 2026-12-06: zstd -9 32.2 -> 24.7 MiB (1.5 -> 1.2 s); -19 27.0 -> 16.9 MiB.
+  tar -C "$stage" -cf - "$PACK_ROOT" | zstd -q -f "-$level" --long=27 -T0 -o "$out" || die "--pack: writing $out failed"
   local size
   size=$(stat -c %s "$out")
   echo "pack: $out: $size bytes ($(awk -v s="$size" 'BEGIN{printf "%.1f", s/1048576}') MiB, zstd -$level;" \
