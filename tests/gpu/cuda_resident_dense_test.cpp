@@ -116,12 +116,8 @@ TEST(CudaDeviceDist55, FourRanksOnOneGpuEqualTheHostStagedDistsWithFewerCopies) 
   EXPECT_EQ(dev.tables, staged.tables);
   EXPECT_EQ(dev.loss, staged.loss);
   EXPECT_EQ(dev.dense_params, staged.dense_params);
-  std::printf("tiny, 4 ranks on one GPU, 3 measured steps: dists staged %lld copies in (%lld B), %lld out (%lld B); on "
-              "the device %lld (%lld B), %lld (%lld B)\n",
-              static_cast<long long>(staged_copies.host_to_device), static_cast<long long>(staged_copies.host_to_device_bytes),
-              static_cast<long long>(staged_copies.device_to_host), static_cast<long long>(staged_copies.device_to_host_bytes),
-              static_cast<long long>(dev_copies.host_to_device), static_cast<long long>(dev_copies.host_to_device_bytes),
-              static_cast<long long>(dev_copies.device_to_host), static_cast<long long>(dev_copies.device_to_host_bytes));
+  std::printf("tiny, 4 ranks on one GPU, 3 measured steps: dists staged %s; on the device %s\n",
+              embedscope::engine::test_support::copies_text(staged_copies).c_str(), embedscope::engine::test_support::copies_text(dev_copies).c_str());
   EXPECT_LT(dev_copies.host_to_device, staged_copies.host_to_device);
   EXPECT_LT(dev_copies.device_to_host, staged_copies.device_to_host);
   EXPECT_LT(dev_copies.host_to_device_bytes, staged_copies.host_to_device_bytes);
@@ -169,14 +165,8 @@ TEST(CudaRwDeviceDist56, FourRanksOnOneGpuEqualTheHostStagedDistsWithFewerCopies
     EXPECT_EQ(dev.tables, staged.tables);
     EXPECT_EQ(dev.loss, staged.loss);
     EXPECT_EQ(dev.dense_params, staged.dense_params);
-    std::printf("tiny %s, 4 ranks on one GPU, 3 measured steps: dists staged %lld copies in (%lld B), %lld out (%lld B); "
-                "on the device %lld (%lld B), %lld (%lld B)\n",
-                es::to_string(type), static_cast<long long>(staged_copies.host_to_device),
-                static_cast<long long>(staged_copies.host_to_device_bytes),
-                static_cast<long long>(staged_copies.device_to_host),
-                static_cast<long long>(staged_copies.device_to_host_bytes), static_cast<long long>(dev_copies.host_to_device),
-                static_cast<long long>(dev_copies.host_to_device_bytes), static_cast<long long>(dev_copies.device_to_host),
-                static_cast<long long>(dev_copies.device_to_host_bytes));
+    std::printf("tiny %s, 4 ranks on one GPU, 3 measured steps: dists staged %s; on the device %s\n",
+                es::to_string(type), embedscope::engine::test_support::copies_text(staged_copies).c_str(), embedscope::engine::test_support::copies_text(dev_copies).c_str());
     EXPECT_LT(dev_copies.host_to_device_bytes, staged_copies.host_to_device_bytes);
     EXPECT_LT(dev_copies.device_to_host, staged_copies.device_to_host);
     EXPECT_LT(dev_copies.device_to_host_bytes, staged_copies.device_to_host_bytes);
@@ -216,11 +206,7 @@ TEST(CudaDeviceKjt56, FourRanksOnOneGpuEqualTheHostInputDistWithFewerCopies) {
   EXPECT_EQ(dev.tables, host.tables);
   EXPECT_EQ(dev.loss, host.loss);
   EXPECT_EQ(dev.dense_params, host.dense_params);
-  std::printf("tiny table_wise, 4 ranks on one GPU, 3 measured steps: host input dist %lld copies in (%lld B), %lld out "
-              "(%lld B); on the device %lld (%lld B), %lld (%lld B)\n",
-              static_cast<long long>(host_copies.host_to_device), static_cast<long long>(host_copies.host_to_device_bytes),
-              static_cast<long long>(host_copies.device_to_host), static_cast<long long>(host_copies.device_to_host_bytes),
-              static_cast<long long>(dev_copies.host_to_device), static_cast<long long>(dev_copies.host_to_device_bytes),
-              static_cast<long long>(dev_copies.device_to_host), static_cast<long long>(dev_copies.device_to_host_bytes));
+  std::printf("tiny table_wise, 4 ranks on one GPU, 3 measured steps: host input dist %s; on the device %s\n",
+              embedscope::engine::test_support::copies_text(host_copies).c_str(), embedscope::engine::test_support::copies_text(dev_copies).c_str());
   EXPECT_LT(dev_copies.host_to_device, host_copies.host_to_device);
 }

@@ -2,6 +2,8 @@
 // A run and the host<->device copies of its measured steps: the device-dist tests' count of what
 // a change moved off the host (support/device_dist_runs.h; the GPU tests of
 // gpu/cuda_resident_dense_test.cpp). Needs the engine's source folder on the include path.
+#include <string>
+
 #include "embedscope/engine/exec/run.h"
 #include "exec/device/rank_device.h"
 
@@ -22,6 +24,12 @@ inline CountedRun run_counting_copies(const WorkloadSpec& s, const ShardingPlan&
               after.host_to_device_bytes - before.host_to_device_bytes,
               after.device_to_host_bytes - before.device_to_host_bytes};
   return r;
+}
+
+/// "N copies in (B B), M out (C B)": the line each copy-count test prints for `c`.
+inline std::string copies_text(const detail::CopyTotals& c) {
+  return std::to_string(c.host_to_device) + " copies in (" + std::to_string(c.host_to_device_bytes) + " B), " +
+         std::to_string(c.device_to_host) + " out (" + std::to_string(c.device_to_host_bytes) + " B)";
 }
 
 }  // namespace embedscope::engine::test_support

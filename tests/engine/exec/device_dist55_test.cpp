@@ -124,13 +124,8 @@ TEST(DeviceDist55Copies, TableWiseStepDropsTheDistsCopiesByHand) {
   const int64_t steps = s.steps;
   ASSERT_EQ(steps, 3);
   std::printf("copies of %lld measured table_wise steps, 2 ranks on one emulated device: dists staged through the "
-              "host %lld to the device (%lld B), %lld back (%lld B); on the device %lld (%lld B), %lld (%lld B)\n",
-              static_cast<long long>(steps), static_cast<long long>(staged.copies.host_to_device),
-              static_cast<long long>(staged.copies.host_to_device_bytes),
-              static_cast<long long>(staged.copies.device_to_host),
-              static_cast<long long>(staged.copies.device_to_host_bytes), static_cast<long long>(dev.copies.host_to_device),
-              static_cast<long long>(dev.copies.host_to_device_bytes), static_cast<long long>(dev.copies.device_to_host),
-              static_cast<long long>(dev.copies.device_to_host_bytes));
+              "host %s; on the device %s\n",
+              static_cast<long long>(steps), test_support::copies_text(staged.copies).c_str(), test_support::copies_text(dev.copies).c_str());
   EXPECT_EQ(staged.copies.host_to_device - dev.copies.host_to_device, steps * 14);
   EXPECT_EQ(staged.copies.host_to_device_bytes - dev.copies.host_to_device_bytes, steps * 5'760);
   EXPECT_EQ(staged.copies.device_to_host - dev.copies.device_to_host, steps * 19);

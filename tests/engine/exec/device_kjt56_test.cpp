@@ -223,15 +223,9 @@ TEST(DeviceKjt56Copies, TableWiseStepsCopiesByHand) {
   const int64_t steps = s.steps;
   ASSERT_EQ(steps, 3);
   std::printf("copies of %lld measured table_wise steps, 2 ranks on one emulated device (V = %lld ids, V2 = %lld, "
-              "P2 = %lld): host input dist %lld to the device (%lld B), %lld back (%lld B); on the device %lld (%lld B), "
-              "%lld (%lld B)\n",
+              "P2 = %lld): host input dist %s; on the device %s\n",
               static_cast<long long>(steps), static_cast<long long>(V), static_cast<long long>(V2),
-              static_cast<long long>(P2), static_cast<long long>(host.copies.host_to_device),
-              static_cast<long long>(host.copies.host_to_device_bytes),
-              static_cast<long long>(host.copies.device_to_host),
-              static_cast<long long>(host.copies.device_to_host_bytes), static_cast<long long>(dev.copies.host_to_device),
-              static_cast<long long>(dev.copies.host_to_device_bytes), static_cast<long long>(dev.copies.device_to_host),
-              static_cast<long long>(dev.copies.device_to_host_bytes));
+              static_cast<long long>(P2), test_support::copies_text(host.copies).c_str(), test_support::copies_text(dev.copies).c_str());
   EXPECT_EQ(host.copies.host_to_device - dev.copies.host_to_device, steps * 15);
   EXPECT_EQ(host.copies.host_to_device_bytes - dev.copies.host_to_device_bytes, steps * 688 + 16 * V - 8 * V2);
   EXPECT_EQ(host.copies.device_to_host - dev.copies.device_to_host, -steps * 3);
