@@ -302,6 +302,9 @@ std::string what_it_ran(const SessionReader& s) {
   // what was imported first: a snapshot's name (its file) alone read as a run (tester37 #20)
   const std::string format = s.meta(meta::kImportFormat);
   const std::string kind = format == "torch_memory_snapshot" ? "imported memory snapshot"
+                           // torch without Kineto (the legacy profiler, testerB F12): not a Kineto trace
+                           : format == "kineto_json" && s.meta(meta::kImportProducer).find("legacy, no Kineto") != std::string::npos
+                               ? "imported PyTorch profiler trace (legacy, no Kineto)"
                            : format == "kineto_json"         ? "imported PyTorch profiler (Kineto) trace"
                            : format == "nsys_sqlite"         ? "imported Nsight Systems export"
                                                              : "imported " + (format.empty() ? std::string("profiler") : format) +

@@ -184,8 +184,14 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
 
   // --- header: distributedInfo first, `"rank": N` with a space (HTA's trace_file.py finds a
   // file's rank with the regex "rank":\s+(\d+) on its first matching line)
-  out << "{\n  \"distributedInfo\": {\"backend\": "
-      << jstr(backend == "cpu" ? "gloo" : simulated ? "nccl (simulated)" : "nccl") << ", \"rank\": " << rank
+  // the process groups' backend: an engine run's (cpu: Gloo, else NCCL), an imported trace's own
+  // (metadata import_backend), none where it did not say (testerB F12: a gloo import read "nccl")
+  const std::string dist_backend = imported    ? session.meta(meta::kImportBackend, "")
+                                   : backend == "cpu" ? std::string("gloo")
+                                   : simulated        ? std::string("nccl (simulated)")
+                                                      : std::string("nccl");
+  out << "{\n  \"distributedInfo\": {"
+      << (dist_backend.empty() ? std::string() : "\"backend\": " + jstr(dist_backend) + ", ") << "\"rank\": " << rank
       << ", \"world_size\": " << world << "},\n";
   out << "  \"schemaVersion\": 1,\n";
   if (const std::string anchor = session.meta(meta::kWallAnchorUnixNs, ""); !anchor.empty() && !imported)
@@ -307,6 +313,10 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
     size_t coll = SIZE_MAX;  // its record in colls
   };
   std::vector<Param> params;
+  // an imported CPU rank's collective call (a legacy trace's gloo:*, whose correlation is the
+  // collective's sequence: kineto trace_builder.cpp), not a launch
+  std::set<std::pair<uint64_t, int64_t>> collective_calls;
+  for (const auto& c : colls) collective_calls.insert({c.sequence, c.start_ns});
   for (const auto& [l, ops] : host_lanes) {
     for (const auto& o : ops) {
       const std::string& nm = session.name(o.name_id);
@@ -314,7 +324,8 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
       if (o.category == OpCategory::comm && !unfinished) host_comm.push_back({o.start_ns, o.end_ns, l.lane});
       std::string args = fmt::format(R"("embedscope category":"{}","embedscope step":{})", to_string(o.category), o.step);
       const char* cat = "cpu_op";
-      if (imported && o.correlation) {  // a launch of the trace: Kineto's runtime call
+      if (imported && o.correlation &&
+          !(o.category == OpCategory::comm && collective_calls.count({o.correlation, o.start_ns}))) {  // a launch of the trace: Kineto's runtime call
         cat = "cuda_runtime";
         args += fmt::format(R"(,"correlation":{})", o.correlation);
       } else if (auto p = imported ? param_op.find({l.lane, o.start_ns}) : param_op.end(); p != param_op.end()) {

@@ -41,13 +41,16 @@ int64_t median(std::vector<int64_t> v) {
 
 ClockAlignment align_by_collectives(const std::vector<RankRecords>& ranks) {
   ClockAlignment out;
-  // (group, sequence) -> rank -> end (the earliest record of the rank, should there be two)
-  std::map<std::pair<std::string, uint64_t>, std::map<int32_t, int64_t>> ends;
+  // (group, op, sequence) -> rank -> end (the earliest record of the rank, should there be two).
+  // The op as well: one collective is one operation on every member, and a trace that numbers no
+  // collective (the legacy profiler's gloo:* calls, kineto host_collectives.h) numbers them per
+  // operation
+  std::map<std::tuple<std::string, std::string, uint64_t>, std::map<int32_t, int64_t>> ends;
   std::set<int32_t> all;
   for (const auto& r : ranks) {
     all.insert(r.rank);
     for (const auto& c : r.collectives) {
-      auto [it, fresh] = ends[{c.group, c.sequence}].try_emplace(r.rank, c.end_ns);
+      auto [it, fresh] = ends[{c.group, c.op, c.sequence}].try_emplace(r.rank, c.end_ns);
       if (!fresh) it->second = std::min(it->second, c.end_ns);
     }
   }
@@ -114,7 +117,7 @@ ClockAlignment align_ranks(std::vector<RankRecords>& ranks, int64_t& origin, Imp
   origin += rebase;
   for (int32_t r : a.unaligned)
     problems.add_with("unaligned_rank", Severity::error, {"", -1}, [&] {
-      return fmt::format("rank {} shares no collective (process group and sequence number) with an aligned rank: its "
+      return fmt::format("rank {} shares no collective (process group, operation and sequence number) with an aligned rank: its "
                          "clock is kept as recorded", r);
     });
   return a;
@@ -136,7 +139,7 @@ std::string alignment_json(const ClockAlignment& a) {
 }
 
 std::string alignment_text(const ClockAlignment& a) {
-  std::string s = fmt::format("clock alignment by collectives (same group and sequence end together), reference rank {}\n",
+  std::string s = fmt::format("clock alignment by collectives (same group, operation and sequence end together), reference rank {}\n",
                               a.reference_rank);
   for (const auto& [r, o] : a.offset_ns) {
     auto m = a.matches.find(r);

@@ -153,6 +153,7 @@ struct Parser {
     EventKind kind = EventKind::cpu;
   };
   std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;  // B events per lane
+  bool legacy_pid = false;     // an event on pid "CPU functions" / "CUDA functions" (the legacy profiler's)
   Tally flows;                 // "flow_events"
   Tally not_stored[128];       // "not_stored_ph_<p>", by phase character
   /// The last lanes looked up (events come in runs of a few lanes): kind, pid and tid texts.
@@ -303,7 +304,8 @@ void Parser::top_level(const std::string& key, const Span& sp) {
         } else if (k == "nccl_version") {
           tr.producer += fmt::format("; NCCL {}", std::string_view(scalar_text(f.value())));
         } else if (k == "backend") {
-          tr.producer += fmt::format("; backend {}", std::string_view(scalar_text(f.value())));
+          tr.backend = std::string(scalar_text(f.value()));
+          tr.producer += fmt::format("; backend {}", tr.backend);
         }
       }
     } else if (key == "deviceProperties") {
@@ -442,6 +444,9 @@ void Parser::event(const Span& sp) {
     return;
   }
   if (cat == "Trace") return;  // the profiler's own span over the whole trace
+  // torch.autograd.profiler's export_chrome_trace (the legacy profiler, no Kineto) writes its
+  // host events on pid "CPU functions", its CUDA events on "CUDA functions"
+  if (pid_str && (pid_copy == "CPU functions" || pid_copy == "CUDA functions")) legacy_pid = true;
   int64_t ts = 0;
   const DecimalResult tr_ts = has_ts ? parse_us_to_ns(ts_copy, ts) : DecimalResult::bad;
   if (tr_ts == DecimalResult::bad || tr_ts == DecimalResult::overflow) {
@@ -584,6 +589,10 @@ RankTrace parse_trace_file(const std::string& path, Interner& names, ImportProbl
   const Framing f = frame_document(in.data(), in.size, [&ps](const Span& sp) { ps.event(sp); });
   for (const auto& [k, sp] : f.keys) ps.top_level(k, sp);
   ps.record_tallies();
+  tr.sources.push_back({path, tr.file_bytes, tr.text_bytes});
+  // a bare array without schemaVersion on the legacy profiler's pids: PyTorch without Kineto
+  tr.legacy_profiler = f.bare_array && ps.legacy_pid && tr.producer.empty();
+  if (tr.legacy_profiler) tr.producer = "PyTorch profiler trace (legacy, no Kineto)";
   tr.cut = f.truncated || !in.gzip_error.empty();
   tr.last_before_cut = tr.cut ? static_cast<int64_t>(tr.events.size()) - 1 : -1;  // before the unfinished "B"s below
   if (f.truncated)

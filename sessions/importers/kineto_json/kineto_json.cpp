@@ -13,6 +13,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "importers/kineto_json/event_parser.h"
 #include "importers/kineto_json/exported_run.h"
+#include "importers/kineto_json/process_windows.h"
 #include "importers/kineto_json/rank_processes.h"
 #include "importers/kineto_json/trace_builder.h"
 
@@ -25,7 +26,14 @@ bool probe_kineto_json(std::string_view head) {
   if (i >= head.size()) return false;
   if (head[i] == '{') return head.find("\"traceEvents\"") != std::string_view::npos || head.find("\"ph\"") != std::string_view::npos ||
                              head.find("\"schemaVersion\"") != std::string_view::npos;
-  if (head[i] == '[') return head.find("\"ph\"") != std::string_view::npos;
+  if (head[i] == '[') {
+    // torch's own export of a profile that recorded nothing is "[]" (testerB F9): a trace with no
+    // events, as {"traceEvents": []}
+    size_t j = i + 1;
+    while (j < head.size() && (head[j] == ' ' || head[j] == '\n' || head[j] == '\r' || head[j] == '\t')) ++j;
+    if (j < head.size() && head[j] == ']') return head.find_first_not_of(" \n\r\t", j + 1) == std::string_view::npos;
+    return head.find("\"ph\"") != std::string_view::npos;
+  }
   return false;
 }
 
@@ -35,6 +43,44 @@ namespace {
 void release_events(kineto::RankTrace& r) {
   std::vector<kineto::Event>().swap(r.events);
   std::vector<kineto::CommParams>().swap(r.comm_params);
+}
+
+/// testerB F5: ranks read from different files of which some count their ts from their own
+/// profiler's start (process_windows.h has_clock_epoch) sit on clocks that nothing relates: with
+/// --align none they are put on one axis only by where each trace starts. Says so (error
+/// unrelated_clocks, naming those files) with what their collectives show of it, in place of
+/// check_wall_clock_agreement's clock_disagreement (which blames a wall clock they do not have).
+/// Returns whether it said so.
+bool check_unrelated_clocks(const std::vector<kineto::RankTrace>& kept, const std::vector<bool>& epoch,
+                            const std::vector<RankRecords>& clocks, ImportProblems& problems) {
+  std::set<std::string> files;
+  std::string without;
+  size_t n_without = 0;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    files.insert(kept[i].file);
+    if (epoch[i]) continue;
+    without += (without.empty() ? "" : ", ") + fmt::format("rank {} ({})", kept[i].rank, kept[i].file);
+    ++n_without;
+  }
+  if (files.size() < 2 || without.empty()) return false;
+  const ClockAlignment a = align_by_collectives(clocks);
+  std::string seen;
+  for (const auto& [r, off] : a.offset_ns) {
+    auto m = a.matches.find(r);
+    if (r == a.reference_rank || m == a.matches.end()) continue;
+    seen += fmt::format("{}rank {} {:+.3f} ms from rank {} (median of {} collective end(s))", seen.empty() ? "" : ", ", r,
+                        static_cast<double>(off) / 1e6, a.reference_rank, m->second);
+  }
+  problems.add("unrelated_clocks", Severity::error, {kept.front().file, -1},
+               fmt::format("{} {} from {} own profiler start (no baseTimeNanoseconds, no absolute ts): the ranks' "
+                           "clocks are unrelated, and --align none puts them on one axis only by where each trace "
+                           "starts{}; --align collectives puts them on one clock by their collectives{}",
+                           without, n_without == 1 ? "counts its ts" : "count their ts", n_without == 1 ? "its" : "each one's",
+                           seen.empty() ? std::string() : "; on that axis their matching collectives end apart: " + seen,
+                           problems.count("collectives_by_order") ? " (matched by name and order: the n-th gloo:* call "
+                                                                    "of each operation on each rank)"
+                                                                  : ""));
+  return true;
 }
 }  // namespace
 
@@ -89,6 +135,8 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
       opt.progress(fmt::format("read {}: {} events, {:.1f} MB of JSON so far", files[i], file_events,
                                static_cast<double>(bytes_done) / 1e6));
   }
+  // the files of one process's successive profiling windows are one rank (testerB F2)
+  kineto::join_process_windows(ranks, names, problems);
   // Ranks: distributedInfo.rank; a file without it takes the lowest free rank; a second file of
   // a rank is left out, naming both (found in a directory), or refused (both named one by one:
   // tester45 F12.11).
@@ -127,8 +175,9 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
   std::set<std::string> producers;
   int64_t world = 0, base_time = -1;
   for (auto& r : ranks) {
-    sources.push_back({{"file", r.file}, {"bytes", r.file_bytes}, {"uncompressed_bytes", r.text_bytes},
-                       {"rank", r.rank}});
+    for (const auto& f : r.sources)
+      sources.push_back({{"file", f.file}, {"bytes", f.file_bytes}, {"uncompressed_bytes", f.text_bytes},
+                         {"rank", r.rank}});
     if (r.rank < 0) continue;
     if (!r.producer.empty()) producers.insert(r.producer);
     if (r.world_size > 0 && r.rank >= r.world_size)  // the session's world grows to hold it
@@ -139,12 +188,26 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     world = std::max(world, r.world_size);
     if (r.base_time_ns >= 0 && base_time < 0) base_time = r.base_time_ns;
     // the files imported: a duplicate rank's is not (tester37 #15); a file of several ranks once
-    if (std::find(summary.files.begin(), summary.files.end(), r.file) == summary.files.end()) summary.files.push_back(r.file);
+    for (const auto& f : r.sources)
+      if (std::find(summary.files.begin(), summary.files.end(), f.file) == summary.files.end()) summary.files.push_back(f.file);
     kineto::check_steps(r, problems);
     kept.push_back(std::move(r));
   }
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   int64_t origin = kineto::session_origin_ns(kept);
+  std::vector<bool> epoch;  // each rank's clock has an epoch (read before its events are released)
+  std::string backend;      // the process groups' backend (metadata import_backend)
+  {
+    std::vector<bool> gloo_name(names.size(), false);
+    for (uint32_t id = 0; id < names.size(); ++id) gloo_name[id] = names.text(id).compare(0, 5, "gloo:") == 0;
+    bool gloo_calls = false;
+    for (const auto& r : kept) {
+      epoch.push_back(kineto::has_clock_epoch(r));
+      if (backend.empty()) backend = r.backend;
+      for (const auto& e : r.events) gloo_calls = gloo_calls || gloo_name[e.name];
+    }
+    if (backend.empty() && gloo_calls) backend = "gloo";
+  }
   // NCCL refuses two ranks of one communicator on one GPU: traces on the same device id ran on
   // different hosts. Their devices say whose host, or `stats` would read "2 ranks sharing 1 GPU".
   std::map<int64_t, int> traces_on_device;
@@ -175,6 +238,10 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     for (const auto& rec : recs) write_rank(rec, w, lo, hi);
     summary.alignment_json = alignment_json(a);
     summary.alignment_text = alignment_text(a);
+    if (problems.count("collectives_by_order"))  // testerB F5: the legacy profiler's gloo:* calls
+      summary.alignment_text +=
+          "  collectives matched by name and order: the traces number none (no record_param_comms), so the n-th "
+          "gloo:* call of each operation (all_reduce, all_to_all, ...) on each rank is taken as one collective\n";
     w.set_metadata(meta::kImportAlignJson, summary.alignment_json);
   } else {
     std::vector<RankRecords> clocks;  // each rank's collectives only: are the recorded clocks one clock?
@@ -191,7 +258,8 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
       clocks.push_back(std::move(clock));
       release_events(r);
     }
-    if (clocks.size() > 1) check_wall_clock_agreement(clocks, problems);
+    if (clocks.size() > 1 && !check_unrelated_clocks(kept, epoch, clocks, problems))
+      check_wall_clock_agreement(clocks, problems);
     check_time_ranges_overlap(spans, problems);
   }
   summary.origin_ns = origin;
@@ -213,6 +281,7 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
                      nlohmann::json(annotations).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
   w.set_metadata(meta::kImportAlign, opt.align);
+  if (!backend.empty()) w.set_metadata(meta::kImportBackend, backend);
   w.set_metadata(meta::kImportOriginNs, std::to_string(origin));
   w.set_metadata(meta::kSimulated, "0");
   w.set_metadata(meta::kBackend, "imported");

@@ -49,6 +49,8 @@ std::vector<RankTrace> split_rank_processes(RankTrace&& tr, ImportProblems& prob
     p.file = tr.file;
     p.file_bytes = tr.file_bytes;
     p.text_bytes = tr.text_bytes;
+    p.sources = tr.sources;
+    p.backend = tr.backend;
     p.rank = r;
     p.rank_known = true;
     p.categories_from_cat = true;

@@ -14,6 +14,7 @@
 #include "embedscope/sessions/importers/common/kernel_classes.h"
 #include "embedscope/sessions/model/wait_span.h"
 #include "importers/common/lane_checks.h"
+#include "importers/kineto_json/host_collectives.h"
 
 namespace embedscope::sessions::importers::kineto {
 
@@ -31,18 +32,6 @@ std::pair<std::string, int64_t> dtype_of(const std::string& t) {
   for (auto& [py, ours, size] : k)
     if (t == py) return {ours, size};
   return {t.empty() ? "unknown" : t, 0};
-}
-
-/// The session's op name for a PyTorch collective name ("allreduce", "all_to_allv", ...).
-std::string collective_op(const std::string& name) {
-  std::string n;
-  for (char c : name) if (c != '_') n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (n.find("alltoall") != std::string::npos) return "all_to_all";
-  if (n.find("allreduce") != std::string::npos) return "all_reduce";
-  if (n.find("allgather") != std::string::npos) return "all_gather";
-  if (n.find("reducescatter") != std::string::npos) return "reduce_scatter";
-  if (n.find("broadcast") != std::string::npos) return "broadcast";
-  return name.empty() ? "unknown" : name;
 }
 
 struct LaneOrder {
@@ -108,20 +97,37 @@ std::string ts_us(int64_t ns) {
 
 void check_steps(RankTrace& tr, ImportProblems& problems) {
   std::stable_sort(tr.steps.begin(), tr.steps.end(), [](const Step& a, const Step& b) { return a.ts < b.ts; });
-  std::map<int64_t, const Step*> first;
+  std::map<int64_t, Step> first;  // by the number kept
   std::vector<Step> kept;
-  int64_t dropped = 0;
-  std::string dup_example;
-  for (const Step& s : tr.steps) {
-    auto [it, fresh] = first.try_emplace(s.number, &s);
+  int64_t dropped = 0, bump = 0, renumbered = 0;
+  std::string dup_example, renumber_example;
+  for (Step s : tr.steps) {
+    s.number += bump;
+    // torch 1.13 with schedule(wait=0) labels its first two steps ProfilerStep#0 (testerB F8): a
+    // number repeating the step right before it, starting after it ends, is the next step
+    if (!kept.empty() && s.number == kept.back().number && s.ts >= kept.back().end) {
+      if (renumbered++ == 0)
+        renumber_example = fmt::format("ProfilerStep#{} appears twice, one right after the other ({} .. {} us and {} .. {} us)",
+                                       s.number - bump, ts_us(kept.back().ts), ts_us(kept.back().end), ts_us(s.ts),
+                                       ts_us(s.end));
+      ++bump, ++s.number;
+    }
+    auto [it, fresh] = first.try_emplace(s.number, s);
     if (fresh) {
       kept.push_back(s);
       continue;
     }
     if (dropped++ == 0)
-      dup_example = fmt::format("ProfilerStep#{} appears twice ({} .. {} us and {} .. {} us)", s.number,
-                                ts_us(it->second->ts), ts_us(it->second->end), ts_us(s.ts), ts_us(s.end));
+      dup_example = fmt::format("ProfilerStep#{} appears twice ({} .. {} us and {} .. {} us)", s.number - bump,
+                                ts_us(it->second.ts), ts_us(it->second.end), ts_us(s.ts), ts_us(s.end));
   }
+  if (renumbered)
+    problems.add("repeated_step_number", Severity::info, {tr.file, -1},
+                 fmt::format("{}: both are steps (as torch 1.13's profiler writes its first two steps with "
+                             "schedule(wait=0)); the second and every later step are numbered one higher{}",
+                             renumber_example,
+                             renumbered > 1 ? fmt::format(" ({} such repeats: {} higher at the end)", renumbered, bump)
+                                            : std::string()));
   if (dropped)
     problems.add("duplicate_step", Severity::data_loss, {tr.file, -1},
                  fmt::format("{}; the first is kept as the step, {} later span(s) of a step number already seen are "
@@ -211,7 +217,33 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     // --- steps
     std::vector<Step> steps = tr.steps;
     std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.ts < b.ts; });
+    // A trace cut inside its last surviving step's host ops on the steps' thread (any thread of
+    // the legacy profiler, which writes every event in start order): that step lost its events
+    // after the cut (testerB F3: 288 of ProfilerStep#2's 566 ops survived), so it is incomplete
+    // and gets no window, as a run's step that did not end: its events keep its number, out of
+    // the step figures (`cut_step`). The next step's span, written after those ops, was lost with
+    // the cut, while the other threads' events of that step (written before the steps' thread:
+    // the DDP reducer's all-reduces of nccl_data, tester49 F2's remark) may have survived: they
+    // lie in that step in the whole trace and are kept as step N+1 (`lost`), without a window
+    // either. Import problem last_step_cut says both. A cut that fell after the last step's end
+    // on its thread lost no step span: the whole-trace rule.
+    struct LostStep {
+      int64_t number = -1;  // -1: none
+      int64_t from = 0;     // the last surviving step's end, trace clock ns
+    } lost;
+    const Step* cut_step = nullptr;
+    if (tr.cut && !steps.empty() && tr.last_before_cut >= 0) {
+      const Step& last = steps.back();
+      const Event& at_cut = tr.events[static_cast<size_t>(tr.last_before_cut)];
+      const bool next_absent = std::none_of(steps.begin(), steps.end(), [&](const Step& s) { return s.number == last.number + 1; });
+      if (at_cut.kind == EventKind::cpu && (at_cut.lane == last.lane || tr.legacy_profiler) && at_cut.ts >= last.ts &&
+          at_cut.ts < last.end) {
+        cut_step = &last;
+        if (next_absent) lost = {last.number + 1, last.end};
+      }
+    }
     for (const Step& s : steps) {
+      if (&s == cut_step) continue;  // incomplete: no window
       StepMetric m;
       m.step = s.number;
       m.rank = rank;
@@ -219,26 +251,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       m.end_ns = s.end - origin;
       rec.steps.push_back(m);
     }
-    summary.events["steps"] += static_cast<int64_t>(steps.size());
-    // A trace cut inside its last surviving step's host ops on the steps' thread (tester49 F2's
-    // remark): the next step's span, written after them, was lost with the cut, while the other
-    // threads' events of that step (written before the steps' thread: the DDP reducer's
-    // all-reduces of nccl_data) survived. Those events lie in that step in the whole trace; they
-    // are kept as step N+1 (`lost`), a step without a window: incomplete, as a run's step that
-    // did not end, out of the step figures (import problem last_step_cut says so). A cut that
-    // fell after the last step's end on its thread lost no step span: the whole-trace rule.
-    struct LostStep {
-      int64_t number = -1;  // -1: none
-      int64_t from = 0;     // the last surviving step's end, trace clock ns
-      const Step* last = nullptr;
-    } lost;
-    if (tr.cut && !steps.empty() && tr.last_before_cut >= 0) {
-      const Step& last = steps.back();
-      const Event& at_cut = tr.events[static_cast<size_t>(tr.last_before_cut)];
-      const bool next_absent = std::none_of(steps.begin(), steps.end(), [&](const Step& s) { return s.number == last.number + 1; });
-      if (at_cut.kind == EventKind::cpu && at_cut.lane == last.lane && at_cut.ts >= last.ts && at_cut.ts < last.end && next_absent)
-        lost = {last.number + 1, last.end, &last};
-    }
+    summary.events["steps"] += static_cast<int64_t>(rec.steps.size());
     // HTA (hta/common/trace.py add_iteration): a host event belongs to the step s with
     // s.ts <= ts < s.ts + s.dur; a GPU event to the step of its launch; else -1 (or the lost
     // step's, above).
@@ -504,17 +517,62 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       rec.collectives.push_back(r);
       ++summary.events["collectives"];
     }
-    if (lost.number >= 0) {
-      int64_t events_kept = 0, colls_kept = 0;
-      for (const OpEvent& o : ops) events_kept += o.step == lost.number ? 1 : 0;
-      for (const CollectiveRecord& c : rec.collectives) colls_kept += c.step == lost.number ? 1 : 0;
+    // A CPU rank whose trace has no record_param_comms span (the legacy profiler, testerB F7): its
+    // gloo:* calls are its collectives (host_collectives.h), numbered per operation in start
+    // order; each call carries that number as its correlation (the collective's sequence, as an
+    // engine run's comm ops do), so the members of one collective are one instance across ranks.
+    // The trace holds no size, element type nor process group: bytes unknown (not 0 B).
+    if (!comm_kernels) {
+      const std::vector<HostCollective> gloo = host_collectives(tr, names);
+      for (const HostCollective& h : gloo) {
+        OpEvent& o = ops[h.event];
+        CollectiveRecord r;
+        r.rank = rank;
+        r.op = h.op;
+        r.name = o.name;
+        r.group = "world";
+        r.sequence = h.sequence;
+        r.dtype = "unknown";
+        r.step = o.step;
+        r.start_ns = o.start_ns;
+        r.end_ns = o.end_ns;
+        for (int32_t i = 0; i < tr.world_size && tr.world_size <= kMaxGroupSize; ++i) r.peers.push_back(i);
+        o.correlation = h.sequence;
+        rec.collectives.push_back(std::move(r));
+        ++summary.events["collectives"];
+      }
+      if (!gloo.empty()) {
+        const std::string& first = names.text(tr.events[gloo.front().event].name);
+        problems.add("collective_args_not_captured", Severity::info, {tr.file, -1},
+                     fmt::format("rank {}: {} collective(s) (first: {}) are gloo:* calls with no record_param_comms "
+                                 "span (PyTorch's legacy profiler records none): their bytes, element type and process "
+                                 "group are unknown and are not counted (stats and the Summary say so)",
+                                 rank, gloo.size(), first));
+        problems.add("collectives_by_order", Severity::info, {tr.file, -1},
+                     fmt::format("rank {}: no record_param_comms span numbers its collectives: its {} gloo:* calls "
+                                 "are the collectives, numbered per operation in start order (the n-th gloo:all_reduce "
+                                 "is all_reduce n, as --align collectives matches them across ranks); the c10d::* "
+                                 "calls that issued them on the calling thread are not collectives of their own",
+                                 rank, gloo.size()));
+      }
+    }
+    if (cut_step) {
+      int64_t in_cut = 0, events_kept = 0, colls_kept = 0;
+      for (const OpEvent& o : ops) {
+        in_cut += o.step == cut_step->number ? 1 : 0;
+        events_kept += lost.number >= 0 && o.step == lost.number ? 1 : 0;
+      }
+      for (const CollectiveRecord& c : rec.collectives) colls_kept += lost.number >= 0 && c.step == lost.number ? 1 : 0;
+      std::string text = fmt::format("rank {}: the cut fell inside ProfilerStep#{} on its thread: its events after the "
+                                     "cut are lost, so step {} is incomplete and out of the step figures (its {} "
+                                     "event{} kept)",
+                                     rank, cut_step->number, cut_step->number, in_cut, in_cut == 1 ? "" : "s");
       if (events_kept > 0)
-        problems.add("last_step_cut", Severity::data_loss, {tr.file, -1},
-                     fmt::format("rank {}: the cut fell inside ProfilerStep#{} on its thread, so ProfilerStep#{}'s span "
-                                 "was lost: the {} event{} after step {}'s end ({} collective{}) are kept as step {}, "
-                                 "incomplete and out of the step figures",
-                                 rank, lost.last->number, lost.number, events_kept, events_kept == 1 ? "" : "s",
-                                 lost.last->number, colls_kept, colls_kept == 1 ? "" : "s", lost.number));
+        text += fmt::format("; ProfilerStep#{}'s span was lost with it: the {} event{} after step {}'s end ({} "
+                            "collective{}) are kept as step {}, incomplete and out of the step figures too",
+                            lost.number, events_kept, events_kept == 1 ? "" : "s", cut_step->number, colls_kept,
+                            colls_kept == 1 ? "" : "s", lost.number);
+      problems.add("last_step_cut", Severity::data_loss, {tr.file, -1}, text);
     }
     // An Embedscope export's own record_param_comms spans (the Chrome export's, and the Kineto
     // export's without "embedscope category": written for the collective records, not ops of the

@@ -109,9 +109,24 @@ enum class ExportedRunState : uint8_t {
   bad    ///< a key is malformed or missing (problem bad_exported_run_key said which)
 };
 
+/// One file a rank was read from: a trace's own, or each window of one process
+/// (process_windows.h joins them).
+struct SourceFile {
+  std::string file;
+  int64_t file_bytes = 0, text_bytes = 0;
+};
+
 struct RankTrace {
   std::string file;
   int64_t file_bytes = 0, text_bytes = 0;
+  /// Every file this rank was read from, in time order: `file` alone, or the successive profiling
+  /// windows of one process that process_windows.h joined (the first is `file`).
+  std::vector<SourceFile> sources;
+  /// The trace is what PyTorch's legacy profiler writes (torch.autograd.profiler without Kineto,
+  /// e.g. Debian's torch 1.13: a bare JSON array of "X" events on pid "CPU functions", no
+  /// schemaVersion): its ts count from the profiler's own start, not from an epoch.
+  bool legacy_profiler = false;
+  std::string backend;           ///< distributedInfo.backend ("nccl", "gloo"); "" absent
   int32_t rank = 0;
   bool rank_known = false;       ///< distributedInfo.rank was present
   bool rank_bad = false;         ///< distributedInfo.rank was present but not a rank (problem bad_rank said so)
@@ -121,6 +136,9 @@ struct RankTrace {
   int64_t world_size = 0;
   std::string producer;          ///< schemaVersion, NCCL version, ...
   int64_t base_time_ns = -1;     ///< baseTimeNanoseconds, -1 absent
+  /// The ProfilerStep spans that are no step: the lone step of a stub window (process_windows.h),
+  /// left out of `steps`; their events belong to no step.
+  int64_t stub_steps = 0;
   std::vector<std::string> devices;  ///< deviceProperties names, by id
   std::vector<int64_t> device_memory;  ///< deviceProperties totalGlobalMem, bytes, by id (0: absent)
   std::vector<LaneDesc> lanes;

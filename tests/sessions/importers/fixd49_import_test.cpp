@@ -161,11 +161,12 @@ TEST(Fixd49Import, ARealTraceCutBeforeItsGpuEventsSaysItsFiguresAreHostThreadLev
   // the Summary page and compare print gpu_run_text: the same line
   const d49ss::SessionReader r((d49_scratch() / "cut.db").string());
   const std::string lines = d49ss::gpu_run_text(r, d49ss::analyze(r));
-  // and a second line: the cut lost ProfilerStep#6's span (trace50)
+  // and a second line: the cut fell inside ProfilerStep#5 and lost ProfilerStep#6's span (trace50, imp57)
   EXPECT_EQ(lines, "trace cut    nccl_cut.json" + kD49HostLevel +
-                       "\ntrace cut    rank 0: the cut fell inside ProfilerStep#5 on its thread, so ProfilerStep#6's "
-                       "span was lost: the 2400 events after step 5's end (5 collectives) are kept as step 6, "
-                       "incomplete and out of the step figures\n");
+                       "\ntrace cut    rank 0: the cut fell inside ProfilerStep#5 on its thread: its events after the "
+                       "cut are lost, so step 5 is incomplete and out of the step figures (its 4426 events kept); "
+                       "ProfilerStep#6's span was lost with it: the 2400 events after step 5's end (5 collectives) "
+                       "are kept as step 6, incomplete and out of the step figures too\n");
   // F2: 15 all-reduces and 4 broadcasts, no `wait` (there were 4: 23 in all)
   std::map<std::string, int> ops;
   for (const auto& c : r.collectives()) ++ops[c.op];

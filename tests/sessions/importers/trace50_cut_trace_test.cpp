@@ -74,11 +74,13 @@ int32_t t50_name_id(const t50ss::SessionReader& r, const std::string& name) {
 
 // 1. The cut trace's 4 wait spans (steps 4 and 5, on the main thread, under the "## forward ##"
 // range only) last 36.688 + 41.730 + 33.253 + 42.380 us = 154,051 ns and overlap no other comm
-// op: the thread-level comm time of steps 4-5 drops from 4,189,326 ns to 4,035,275 ns (both
-// computed apart from the JSON in Python: the union of the record_param_comms / nccl: / c10d::
-// host spans clipped to the two ProfilerStep spans, with and without the waits); they lay under
-// "## forward ##" (compute), so the overlap drops by as much and exposed communication stays 0.
-// The collectives table's record_param_comms: 18 spans -> 14, time 2,839,872 -> 2,685,821 ns.
+// op. The cut fell inside step 5 (imp57: that step is incomplete, out of the step figures), so
+// the figures are step 4's: its 2 waits (78,418 ns) taken out, its thread-level comm time drops
+// from 2,121,320 ns to 2,042,902 ns (both computed apart from the JSON in Python: the union of
+// the record_param_comms / nccl: / c10d:: host spans clipped to ProfilerStep#4's span, with and
+// without the waits); they lay under "## forward ##" (compute), so the overlap drops by as much
+// and exposed communication stays 0. The collectives table's record_param_comms: 9 spans -> 7,
+// time 1,452,914 -> 1,374,496 ns.
 TEST(Trace50CutTrace, WaitSpansAreNoCommunicationTime) {
   if (!fs::exists(kT50Nccl)) GTEST_SKIP() << kT50Nccl << " is absent (../shared/data)";
   const t50ss::SessionReader r(t50_import("cut3", 3'000'000));
@@ -96,18 +98,19 @@ TEST(Trace50CutTrace, WaitSpansAreNoCommunicationTime) {
   EXPECT_EQ(wait_ns, 154'051);
   const t50ss::RunStats st = t50ss::analyze(r);
   ASSERT_EQ(st.ranks.size(), 1u);
-  EXPECT_EQ(st.ranks[0].comm_ns, 4'035'275);
-  EXPECT_EQ(st.ranks[0].overlap_ns, 4'035'275);
+  EXPECT_EQ(st.steps, 1);
+  EXPECT_EQ(st.ranks[0].comm_ns, 2'042'902);
+  EXPECT_EQ(st.ranks[0].overlap_ns, 2'042'902);
   EXPECT_EQ(st.ranks[0].exposed_comm_ns, 0);
-  EXPECT_EQ(st.ranks[0].by_category_ns[static_cast<size_t>(t50ss::OpCategory::comm)], 4'035'275);
+  EXPECT_EQ(st.ranks[0].by_category_ns[static_cast<size_t>(t50ss::OpCategory::comm)], 2'042'902);
   EXPECT_DOUBLE_EQ(st.overlap_pct, 100.0);
   ASSERT_EQ(st.collectives.size(), 1u);
   EXPECT_EQ(r.name(st.collectives[0].name_id), "record_param_comms");
-  EXPECT_EQ(st.collectives[0].count, 14);  // 5 all-reduces + 2 broadcasts a step, 2 steps
-  EXPECT_EQ(st.collectives[0].time_ns, 2'685'821);
-  // bytes are the collectives' (the waits had none): steps 4-5, 97.7 MiB each way a step
-  EXPECT_EQ(st.collectives[0].bytes_sent, 204'882'064);
-  EXPECT_EQ(st.ranks[0].bytes_sent, 204'882'064);
+  EXPECT_EQ(st.collectives[0].count, 7);  // 5 all-reduces + 2 broadcasts of step 4
+  EXPECT_EQ(st.collectives[0].time_ns, 1'374'496);
+  // bytes are the collectives' (the waits had none): step 4's, 97.7 MiB each way
+  EXPECT_EQ(st.collectives[0].bytes_sent, 102'441'032);
+  EXPECT_EQ(st.ranks[0].bytes_sent, 102'441'032);
 }
 
 // 1. on the whole trace: its 6 waits are renamed too, its figures are its GPU streams' (host
@@ -133,9 +136,11 @@ TEST(Trace50CutTrace, TheWholeTraceKeepsItsFigures) {
 // 2. The cut trace's last all-reduces: step 6 (where the whole trace has them), not -1. Their
 // bytes are the whole trace's step-6 all-reduces': 2,049,000 + 7,875,584 + 6,563,840 + 6,637,568
 // + 2,431,040 floats = 102,228,128 B sent (world size 2: 2 (n-1)/n = 1). Step 6 has no window
-// (its span was lost): no figure counts it (steps 4-5 only: the rank's bytes stay 204,882,064),
-// and the trace cut caveat says so on a second line. The 2,400 events after step 5's end (the
-// reducer thread's, counted apart in Python) are kept under step 6.
+// (its span was lost), nor has step 5, the step the cut fell in (imp57: its main-thread events
+// after the cut are lost; its 4,426 surviving events keep step 5): no figure counts them (step 4
+// only: the rank's bytes are step 4's 102,441,032), and the trace cut caveat says so on a second
+// line. The 2,400 events after step 5's end (the reducer thread's) are kept under step 6 (both
+// counts apart in Python).
 TEST(Trace50CutTrace, TheLastStepsAllReducesGoToTheStepWhoseSpanTheCutLost) {
   if (!fs::exists(kT50Nccl)) GTEST_SKIP() << kT50Nccl << " is absent (../shared/data)";
   const std::string db = t50_import("cut3b", 3'000'000);
@@ -159,18 +164,22 @@ TEST(Trace50CutTrace, TheLastStepsAllReducesGoToTheStepWhoseSpanTheCutLost) {
   int64_t step6_ops = 0;
   for (const auto& o : r.all_ops()) step6_ops += o.step == 6 ? 1 : 0;
   EXPECT_EQ(step6_ops, 2400);
+  int64_t step5_ops = 0;
+  for (const auto& o : r.all_ops()) step5_ops += o.step == 5 ? 1 : 0;
+  EXPECT_EQ(step5_ops, 4426);
   const auto steps = r.steps();
-  ASSERT_EQ(steps.size(), 2u);  // no window for step 6
-  EXPECT_EQ(steps.back().step, 5);
+  ASSERT_EQ(steps.size(), 1u);  // no window for steps 5 and 6
+  EXPECT_EQ(steps.back().step, 4);
   const t50ss::RunStats st = t50ss::analyze(r);
-  EXPECT_EQ(st.steps, 2);
+  EXPECT_EQ(st.steps, 1);
   ASSERT_EQ(st.ranks.size(), 1u);
-  EXPECT_EQ(st.ranks[0].bytes_sent, 204'882'064);  // steps 4-5, as before
+  EXPECT_EQ(st.ranks[0].bytes_sent, 102'441'032);  // step 4's
   ASSERT_EQ(st.collectives.size(), 1u);
-  EXPECT_EQ(st.collectives[0].count, 14);  // step 6's all-reduces are not in the per-step table
+  EXPECT_EQ(st.collectives[0].count, 7);  // steps 5 and 6's collectives are not in the per-step table
   const std::string lost =
-      "rank 0: the cut fell inside ProfilerStep#5 on its thread, so ProfilerStep#6's span was lost: the 2400 events "
-      "after step 5's end (5 collectives) are kept as step 6, incomplete and out of the step figures";
+      "rank 0: the cut fell inside ProfilerStep#5 on its thread: its events after the cut are lost, so step 5 is "
+      "incomplete and out of the step figures (its 4426 events kept); ProfilerStep#6's span was lost with it: the 2400 "
+      "events after step 5's end (5 collectives) are kept as step 6, incomplete and out of the step figures too";
   int found = 0;
   for (const auto& p : r.import_stats())
     if (p.name == "last_step_cut") {

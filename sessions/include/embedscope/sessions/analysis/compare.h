@@ -160,7 +160,9 @@ std::vector<std::string> comparison_warnings(const std::vector<const SessionRead
 
 /// What a session ran, for a comparison's header: its workload's name ("unnamed workload" when
 /// the key is missing); an imported session's kind first, then its name: "imported PyTorch
-/// profiler (Kineto) trace", "imported Nsight Systems export", "imported memory snapshot x.pickle".
+/// profiler (Kineto) trace" ("imported PyTorch profiler trace (legacy, no Kineto)" for what torch's
+/// legacy profiler wrote: import_producer), "imported Nsight Systems export", "imported memory
+/// snapshot x.pickle".
 std::string what_it_ran(const SessionReader& s);
 
 /// The settings in which compared sessions differ, per session (tester41 #2: runs of one workload

@@ -54,14 +54,17 @@ std::string gpu_busy_text(const RunStats& st, bool imported, bool trace_cut = fa
 /// stream ranks, the overlap and exposed communication are the host threads') the line says so
 /// instead: "trace cut    FILE was cut short (...) and no GPU event survived the cut: overlap and
 /// exposed communication fell back to host-thread level ..." (tester49 F1: a 3 MB prefix of a
-/// DDP trace read "overlap 100.0%" with no caveat). "" otherwise (an engine run, an intact
+/// DDP trace read "overlap 100.0%" with no caveat); a trace that never had GPU events (no rank
+/// names a device: a CPU trace) says "... its events after the cut are missing, not idle; the
+/// figures count only the host-thread events written before the cut (a CPU trace: it had no GPU
+/// events)" instead. "" otherwise (an engine run, an intact
 /// trace), whatever the flag. Reads the import_stats table.
-/// When the cut lost the span of the step after the last surviving one (import problem
-/// `last_step_cut`, kineto trace_builder.cpp: the events after that step's end kept as the next
-/// step, without a window), a second line follows: "trace cut    rank 0: the cut fell inside
-/// ProfilerStep#5 on its thread, so ProfilerStep#6's span was lost: the N events after step 5's
-/// end (5 collectives) are kept as step 6, incomplete and out of the step figures\n" (the
-/// problem's example; " (and K more ranks)" when several ranks lost one).
+/// When the cut fell inside the last surviving step (import problem `last_step_cut`, kineto
+/// trace_builder.cpp: that step kept without a window, and the events after its end kept as the
+/// next step, whose span the cut lost, without one either), a second line follows: "trace cut
+/// rank 0: the cut fell inside ProfilerStep#5 on its thread: its events after the cut are lost,
+/// so step 5 is incomplete and out of the step figures (its N events kept); ProfilerStep#6's span
+/// was lost with it: ..." (the problem's example; " (and K more ranks)" when several ranks).
 std::string trace_cut_text(const SessionReader& session, bool gpu_events_survived = true);
 
 /// How busy one GPU was as a whole where several ranks share it (ux41 #11: four ranks on one H200

@@ -186,6 +186,11 @@ inline constexpr const char* kImported = "imported";
 inline constexpr const char* kImportFormat = "import_format";
 /// What produced the trace, in words, e.g. "PyTorch profiler (Kineto) schemaVersion 1; NCCL 2.17.1".
 inline constexpr const char* kImportProducer = "import_producer";
+/// Kineto imports: the process groups' backend the traces name (distributedInfo.backend: "nccl",
+/// "gloo"), else "gloo" when their collectives are gloo:* calls (the legacy profiler writes no
+/// distributedInfo); absent when unknown. `export --format kineto` writes it as
+/// distributedInfo.backend (and none when absent).
+inline constexpr const char* kImportBackend = "import_backend";
 /// The files read, JSON [{"file", "bytes", "uncompressed_bytes", "rank"}] (bytes as on disk;
 /// Nsight exports, which may hold several processes, have "ranks": [...] instead of "rank").
 inline constexpr const char* kImportSources = "import_sources_json";

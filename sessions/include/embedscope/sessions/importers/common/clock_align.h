@@ -3,7 +3,7 @@
 // ranks' clocks on one axis from their collectives (`--align collectives`).
 //
 // Ranks' clocks differ (hosts, one CUPTI clock per process). The members of one collective
-// (same process group, same sequence number) finish together: a ring or tree collective cannot
+// (same process group, operation and sequence number) finish together: a ring or tree collective cannot
 // end on one rank before the last rank's data arrived, so their ends are the same moment up to
 // the completion latency. The offset of rank r is the median, over the collectives r shares with
 // an already aligned rank a, of end_r - (end_a - offset_a), starting from the lowest rank
@@ -48,12 +48,12 @@ struct ClockAlignment {
   std::map<int32_t, int64_t> offset_ns;  ///< every rank: its clock minus the reference's (aligned = recorded - offset)
   std::vector<int32_t> unaligned;        ///< ranks sharing no collective with an aligned rank (offset 0)
   std::map<int32_t, int64_t> matches;    ///< per rank: collectives its offset was estimated from
-  int64_t matched_collectives = 0;       ///< (group, sequence) with members on two or more ranks
+  int64_t matched_collectives = 0;       ///< (group, op, sequence) with members on two or more ranks
   int64_t max_skew_ns = 0, median_skew_ns = 0;  ///< residual skew over those, after alignment
 };
 
 /// The offsets of `ranks` from the ends of their collectives (`collectives` of RankRecords;
-/// group_name + sequence match them). Ranks without collectives in common keep offset 0 and are
+/// group, op and sequence match them). Ranks without collectives in common keep offset 0 and are
 /// listed in `unaligned`. Cost O(n log n) in collective records.
 ClockAlignment align_by_collectives(const std::vector<RankRecords>& ranks);
 
