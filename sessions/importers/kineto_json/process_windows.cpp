@@ -20,12 +20,13 @@ HandlerFileName handler_file_name(const std::string& path) {
       name.resize(name.size() - suffix.size());
       const size_t dot = name.rfind('.');
       if (dot == std::string::npos || dot == 0 || dot + 1 == name.size() || name.size() - dot - 1 > 19) return out;
-      int64_t stamp = 0;
+      uint64_t digits = 0;  // at most 19 digits: below 10^19 < 2^64
       for (size_t i = dot + 1; i < name.size(); ++i) {
         if (name[i] < '0' || name[i] > '9') return out;
-        stamp = stamp * 10 + (name[i] - '0');  // at most 19 digits: below 10^19 - 1, no overflow past 2^63 - 1
-        if (stamp < 0) return out;
+        digits = digits * 10 + static_cast<uint64_t>(name[i] - '0');
       }
+      if (digits > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return out;
+      const auto stamp = static_cast<int64_t>(digits);
       constexpr int64_t kMsStampBelow = 1'000'000'000'000'000;  // 10^15 ms is the year 33658
       if (stamp < kMsStampBelow && stamp > std::numeric_limits<int64_t>::max() / 1'000'000) return out;
       out.ok = true;
@@ -46,6 +47,8 @@ std::pair<int64_t, int64_t> time_range(const RankTrace& tr) {
   for (const Step& s : tr.steps) lo = std::min(lo, s.ts), hi = std::max(hi, s.end);
   return {lo, hi};
 }
+
+bool empty(const std::pair<int64_t, int64_t>& range) { return range.first > range.second; }
 
 std::string ms_text(int64_t ns) { return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6); }
 
@@ -138,13 +141,19 @@ void join_process_windows(std::vector<RankTrace>& traces, const Interner& names,
     if (bases || absolute) {
       for (size_t i : members) shift[i] = bases ? traces[i].base_time_ns - traces[members.front()].base_time_ns : 0;
       std::stable_sort(members.begin(), members.end(),
-                       [&](size_t a, size_t b) { return range[a].first + shift[a] < range[b].first + shift[b]; });
+                       [&](size_t a, size_t b) {  // windows without an event last
+                         if (empty(range[a]) || empty(range[b])) return !empty(range[a]) && empty(range[b]);
+                         return range[a].first + shift[a] < range[b].first + shift[b];
+                       });
     } else {
       std::stable_sort(members.begin(), members.end(),
                        [&](size_t a, size_t b) { return file_names[a].stamp_ns < file_names[b].stamp_ns; });
-      const size_t f = members.front();
-      for (size_t i : members)
-        shift[i] = (file_names[i].stamp_ns - file_names[f].stamp_ns) + (range[f].second - range[i].second);
+      // onto the first window that holds an event (a window without any has nothing to place)
+      const auto f = std::find_if(members.begin(), members.end(), [&](size_t i) { return !empty(range[i]); });
+      if (f != members.end())
+        for (size_t i : members)
+          if (!empty(range[i]))
+            shift[i] = (file_names[i].stamp_ns - file_names[*f].stamp_ns) + (range[*f].second - range[i].second);
     }
     for (size_t i : members)  // onto the first window's clock
       if (i != members.front()) shift[i] -= shift[members.front()];
@@ -154,8 +163,8 @@ void join_process_windows(std::vector<RankTrace>& traces, const Interner& names,
     int64_t moved = 0;
     for (size_t k = 1; k < members.size() && !concurrent; ++k) {
       const size_t prev = members[k - 1], cur = members[k];
+      if (empty(range[cur]) || empty(range[prev])) continue;  // no event to overlap
       const int64_t prev_end = range[prev].second + shift[prev], start = range[cur].first + shift[cur];
-      if (range[cur].first > range[cur].second || range[prev].first > range[prev].second) continue;  // no event
       if (start >= prev_end) continue;
       if (bases || absolute || prev_end - start > kStampToleranceNs) concurrent = true;
       else shift[cur] += prev_end - start, ++moved;

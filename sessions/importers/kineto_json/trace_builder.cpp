@@ -544,9 +544,10 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       if (!gloo.empty()) {
         const std::string& first = names.text(tr.events[gloo.front().event].name);
         problems.add("collective_args_not_captured", Severity::info, {tr.file, -1},
-                     fmt::format("rank {}: {} collective(s) (first: {}) are gloo:* calls with no record_param_comms "
-                                 "span (PyTorch's legacy profiler records none): their bytes, element type and process "
-                                 "group are unknown and are not counted (stats and the Summary say so)",
+                     fmt::format("rank {}: {} collective(s) (first: {}) are gloo:* calls that no record_param_comms "
+                                 "span describes (the trace has none, as PyTorch's legacy profiler writes them): their "
+                                 "bytes, element type and process group are unknown and are not counted (stats and the "
+                                 "Summary say so)",
                                  rank, gloo.size(), first));
         problems.add("collectives_by_order", Severity::info, {tr.file, -1},
                      fmt::format("rank {}: no record_param_comms span numbers its collectives: its {} gloo:* calls "

@@ -136,9 +136,6 @@ struct RankTrace {
   int64_t world_size = 0;
   std::string producer;          ///< schemaVersion, NCCL version, ...
   int64_t base_time_ns = -1;     ///< baseTimeNanoseconds, -1 absent
-  /// The ProfilerStep spans that are no step: the lone step of a stub window (process_windows.h),
-  /// left out of `steps`; their events belong to no step.
-  int64_t stub_steps = 0;
   std::vector<std::string> devices;  ///< deviceProperties names, by id
   std::vector<int64_t> device_memory;  ///< deviceProperties totalGlobalMem, bytes, by id (0: absent)
   std::vector<LaneDesc> lanes;

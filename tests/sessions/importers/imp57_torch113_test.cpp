@@ -23,6 +23,7 @@
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "import_test_support.h"
+#include "importers/kineto_json/process_windows.h"
 #include "support/cli_run.h"
 
 namespace {
@@ -245,4 +246,52 @@ TEST(Imp57Torch113, TheKinetoExportCarriesTheBackendAndCompareNamesTheLegacyProf
   std::ostringstream out2;
   i57::export_kineto_rank(c, 0, out2);
   EXPECT_NE(out2.str().find("\"distributedInfo\": {\"rank\": 0"), std::string::npos) << out2.str().substr(0, 200);
+}
+
+// F2's file names: "{worker}.{stamp}.pt.trace.json[.gz]", the stamp ms (torch 1.x) or ns (2.x).
+TEST(Imp57Torch113, TheTraceHandlersFileNamesGiveWorkerAndStamp) {
+  namespace k = embedscope::sessions::importers::kineto;
+  auto n = k::handler_file_name("/t/trainer.1796601585049.pt.trace.json");
+  EXPECT_TRUE(n.ok);
+  EXPECT_EQ(n.dir, "/t");
+  EXPECT_EQ(n.worker, "trainer");
+  EXPECT_EQ(n.stamp_ns, 1'796'601'585'049'000'000);
+  n = k::handler_file_name("host_12.a.1733500000123456789.pt.trace.json.gz");  // torch 2.x time.time_ns()
+  EXPECT_TRUE(n.ok);
+  EXPECT_EQ(n.worker, "host_12.a");
+  EXPECT_EQ(n.stamp_ns, 1'733'500'000'123'456'789);
+  EXPECT_FALSE(k::handler_file_name("rank0.json").ok);
+  EXPECT_FALSE(k::handler_file_name("hosta_1001.pt.trace.json").ok);  // no stamp
+  EXPECT_FALSE(k::handler_file_name("w.12x.pt.trace.json").ok);
+  EXPECT_FALSE(k::handler_file_name("w.99999999999999999999.pt.trace.json").ok);  // 20 digits
+  EXPECT_FALSE(k::handler_file_name(".1796601585049.pt.trace.json").ok);          // no worker
+}
+
+// F2 with Kineto's epoch: windows of one worker with baseTimeNanoseconds 1 ms apart are one rank on
+// that clock (the second's ts 100 us -> 1,100 us); windows that overlap on it ran at the same
+// time, processes sharing a worker name, and stay two ranks.
+TEST(Imp57Torch113, WindowsWithAnEpochArePlacedOnItAndConcurrentOnesStayApart) {
+  const auto dir = embedscope::test_support::fresh_scratch("i57_epoch");
+  auto window = [&](const std::string& name, int64_t base, int step) {
+    std::ofstream(dir / name) << "{\"schemaVersion\": 1, \"baseTimeNanoseconds\": " << base
+                              << ", \"traceEvents\": [{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": "
+                                 "\"ProfilerStep#"
+                              << step << "\", \"pid\": 7, \"tid\": 7, \"ts\": 100, \"dur\": 100}, {\"ph\": \"X\", "
+                                         "\"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 7, \"tid\": 7, \"ts\": "
+                                         "110, \"dur\": 50}]}";
+  };
+  const int64_t base = 1'733'500'000'000'000'000;
+  window("w.1733500000001.pt.trace.json", base, 1);
+  window("w.1733500000002.pt.trace.json", base + 1'000'000, 2);
+  const auto one = i57_import({dir.string()}, "epoch_one.db");
+  EXPECT_EQ(one.ranks, (std::vector<int32_t>{0}));
+  const i57::SessionReader r(i57t::scratch_db("epoch_one.db"));
+  std::vector<std::pair<int64_t, int64_t>> steps;
+  for (const auto& s : r.steps()) steps.emplace_back(s.step, s.start_ns);
+  EXPECT_EQ(steps, (std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {2, 1'000'000}}));
+  EXPECT_NE(i57_example(one.problems, "windows_of_one_process").find("baseTimeNanoseconds"), std::string::npos);
+  window("w.1733500000002.pt.trace.json", base + 50'000, 2);  // 50 us later: inside the first window
+  const auto two = i57_import({dir.string()}, "epoch_two.db");
+  EXPECT_EQ(two.ranks, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(i57t::problem_count(two.problems, "windows_of_one_process"), 0);
 }
