@@ -18,8 +18,12 @@ namespace embedscope::sessions::importers::kineto {
 int64_t session_origin_ns(const std::vector<RankTrace>& ranks);
 
 /// Puts `rank`'s ProfilerStep spans in time order and checks them (tester37 #17): a step number
-/// seen again is the problem duplicate_step (data_loss; the earliest span of the number is kept,
-/// the others dropped, so their events belong to the step whose span holds them or to none); a
+/// repeating the step right before it, the span starting at or after that one's end, is the next
+/// step, and every later step is numbered one higher (torch 1.13 with schedule(wait=0) writes
+/// ProfilerStep#0 twice: #0, #0, #1 -> steps 0, 1, 2; info problem repeated_step_number); any
+/// other step number seen again is the problem duplicate_step (data_loss; the earliest span of the
+/// number is kept, the others dropped, so their events belong to the step whose span holds them
+/// or to none); a
 /// span that starts before an earlier one ends is overlapping_steps (error; both kept as
 /// recorded, so the overlap counts in both steps' times). Each names the file, both spans (trace
 /// ts in us) and how many more there were.
@@ -37,7 +41,9 @@ RankDevice rank_device(const RankTrace& rank);
 
 /// The session records of one rank (ranks already unique), times shifted by `origin_ns`; adds
 /// the rank and its event counts to the summary. Problems met here (partially overlapping spans,
-/// too many lanes, kernels that start before their launch) go to `problems`.
+/// too many lanes, kernels that start before their launch, the step a cut fell in: last_step_cut,
+/// collectives without arguments: collective_args_not_captured, collectives_by_order) go to
+/// `problems`.
 RankRecords build_rank(const RankTrace& rank, const Interner& names, int64_t origin_ns, ImportProblems& problems,
                        ImportSummary& summary);
 

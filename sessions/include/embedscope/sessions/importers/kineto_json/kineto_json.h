@@ -2,7 +2,11 @@
 // PyTorch profiler (Kineto) Chrome-trace JSON -> session (format and rules: the section
 // "Imported sessions" of sessions/schema/FORMAT.md).
 //
-// One file per rank (`distributedInfo.rank`; a file without it takes the lowest free rank). Each
+// One file per rank (`distributedInfo.rank`; a file without it takes the lowest free rank), except
+// the successive windows of one process that tensorboard_trace_handler wrote, one rank in time
+// order (importers/kineto_json/process_windows.h). PyTorch's legacy profiler (no Kineto: a bare
+// array on pid "CPU functions") is read as well; a CPU trace without record_param_comms has its
+// gloo:* calls as its collectives (host_collectives.h). Each
 // CPU thread, each GPU stream, and the user spans drawn on a GPU stream's track become lanes of
 // the rank; ProfilerStep#N spans become step N; kernels, copies and memsets join the host call
 // that launched them by args.correlation (ops.correlation holds it on both) and take its step;
@@ -18,7 +22,7 @@
 namespace embedscope::sessions::importers {
 
 /// Whether the text starts like a Chrome trace (an object with "traceEvents", or an array of
-/// objects with "ph").
+/// objects with "ph", or "[]": torch's export of a profile that recorded nothing).
 bool probe_kineto_json(std::string_view head);
 
 /// Imports `files` (one rank each) into `writer` and records the import problems in it (the
