@@ -157,12 +157,8 @@ bool Rank::input_dist_on_device() const {
 bool Rank::slot_ids_on_host(size_t local_slot) const {
   const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
   const Slot& sl = L_.slots[static_cast<size_t>(mine.at(local_slot))];
-  auto same_shard = [&](const Slot& o) {
-    return o.table == sl.table && o.s.row_offset == sl.s.row_offset && o.s.col_offset == sl.s.col_offset;
-  };
-  const auto readers = std::count_if(mine.begin(), mine.end(),
-                                     [&](int k) { return same_shard(L_.slots[static_cast<size_t>(k)]); });
-  if (readers != 1) return true;  // the backward packs several slots' ids of one shard on the host
+  // a shard several local slots read (a table read by two features) concatenates their ids on
+  // the device (RankDevice::concat_bags): the same rule as one slot's
   for (const auto& ls : shards)
     if (ls.table == sl.table && ls.s.row_offset == sl.s.row_offset && ls.s.col_offset == sl.s.col_offset)
       return !accumulates_on_device(ls) ||
