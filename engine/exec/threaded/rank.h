@@ -612,7 +612,8 @@ class Rank final : public sharding::RankContext {
   /// scales and pooled-output gradients) packed into one buffer and copied to the device once,
   /// then RankDevice::accumulate_update (accumulation and row optimizer there) with the shard's
   /// count of distinct rows written to *d_count (device memory; the caller reads every shard's
-  /// count with one copy after the loop). Slots whose gradients the gradient dist left on the
+  /// count with one copy after the loop, which does not wait: defer_counts). Slots whose
+  /// gradients the gradient dist left on the
   /// device (slot_grad_on_device) are copied there device to device: only ids, offsets and
   /// scales cross. Bit-equal to accumulate_sparse_grad per slot,
   /// merge_sparse_grads and apply_row_optimizer.
