@@ -610,18 +610,21 @@ void LoadView::draw() {
     bands->setData(none, QVector<double>(none.size(), 1e9), true);  // to the top, whatever the range
     bands->setLayer("background");
     imbalance_plot_->legend->setBrush(QColor(255, 255, 255, 220));
-    imbalance_plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignLeft);
+    imbalance_plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);  // under the ratios (>= 1)
+    // a step between two bands is a point of its own: drawn as one, not only as a line's end
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 6));
   }
   imbalance_plot_->xAxis->setLabel("step");
   imbalance_plot_->xAxis->setTicker(integer_ticker());
   imbalance_plot_->yAxis->setLabel("imbalance (max / mean)");
-  g->rescaleAxes();  // the line's range (the bands reach up to the chart's top)
-  if (!none.isEmpty()) imbalance_plot_->xAxis->setRange(
-      std::min(imbalance_plot_->xAxis->range().lower, none.front() - 0.5),
-      std::max(imbalance_plot_->xAxis->range().upper, none.back() + 0.5));
-  if (!data_.recorded) imbalance_plot_->yAxis->setRange(0, 1);
-  imbalance_plot_->yAxis->setRangeLower(0);
-  imbalance_plot_->yAxis->setRangeUpper(std::max(1.1, imbalance_plot_->yAxis->range().upper * 1.1));
+  // the steps' range, and from 0 to a tenth over the largest ratio (a flat line's range was
+  // centred on it, 0.9..5.9 for a constant 3.4); the bands reach up to the chart's top
+  if (!x.isEmpty()) imbalance_plot_->xAxis->setRange(x.front() - (none.isEmpty() ? 0.0 : 0.5),
+                                                     std::max(x.back() + (none.isEmpty() ? 0.0 : 0.5), x.front() + 1));
+  double top = 1.0;
+  for (double v : y)
+    if (std::isfinite(v)) top = std::max(top, v);
+  imbalance_plot_->yAxis->setRange(0, data_.recorded ? top * 1.1 : 1.0);
   follow_palette(imbalance_plot_);
   if (imbalance_plot_->isVisible()) imbalance_plot_->replot();
   // bar per rank
