@@ -2,6 +2,7 @@
 // program op by op, memory records.
 #include "rank.h"
 #include "program/pipeline_fill.h"
+#include <utility>
 
 #include "embedscope/engine/input/bucketize.h"
 #include "embedscope/engine/sharding/plan_json.h"
@@ -658,12 +659,7 @@ void Rank::main() {
       load.reserve(load_.size() + fill_load_.size());
       for (const auto& [key, c] : load_) load.push_back(c);
       for (const auto& [key, c] : fill_load_) load.push_back(c);  // the pipeline's fill (rank.h)
-      std::vector<sessions::IdHistogramBucket> histogram;
-      while (!histogram_unwritten_.empty() && histogram_unwritten_.begin()->first <= it) {
-        auto changed = histogram_written_.add_changed(histogram_unwritten_.begin()->second, me_);
-        histogram.insert(histogram.end(), changed.begin(), changed.end());
-        histogram_unwritten_.erase(histogram_unwritten_.begin());
-      }
+      std::vector<sessions::IdHistogramBucket> histogram = std::exchange(histogram_pending_, {});
       // held while the step's distinct-row counts are on their way (rank_deferred.cpp)
       write_step_records({{step_of(it), me_, t0, t1, last_loss_, arena_.in_use(), arena_.peak()}, std::move(load),
                           std::move(histogram)});

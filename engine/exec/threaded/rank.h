@@ -190,6 +190,9 @@ struct LocalShard {
 struct Inflight : sharding::ModuleBatch {
   int64_t it = -1;  // the batch's iteration (warmup included)
   Batch batch;
+  // a run with a session: the batch's ids over its tables' row buckets, until its lookup adds
+  // them to the session's histogram (Rank::lookup)
+  std::optional<IdHistogram> ids_histogram;
   std::vector<int64_t> off;
   // input dist: what is sent, and what is received (into host vectors on the comm thread)
   std::vector<int64_t> send_splits, send_counts_splits, recv_counts_splits, send_lengths, send_ids, send_ids_counts;
@@ -688,11 +691,14 @@ class Rank final : public sharding::RankContext {
   std::atomic<bool> comm_fill_{false};
   std::atomic<int64_t> fill_bytes_sent_{0}, fill_bytes_received_{0};  // the fill's records' bytes
   IdHistogram id_histogram_{sh_.spec};  // ids over row buckets, measured steps
-  // the measured batches' ids not yet in the session, by batch iteration (a pipeline inputs a
-  // batch a step ahead), and the totals written so far: each step end writes the buckets its
-  // batch changed with the step's records (tester49 F16)
-  std::map<int64_t, IdHistogram> histogram_unwritten_;
+  // the session's id histogram: the totals so far of the batches looked up in counted steps, and
+  // the buckets those lookups changed in this step, written with the step's records (tester49 F16)
   IdHistogram histogram_written_ = id_histogram_.zeroed();
+  std::vector<sessions::IdHistogramBucket> histogram_pending_;
+  // whether measured step `step` is one of the pipeline's drain steps, which `stats` leaves out of
+  // every count: the last pipeline_drain_steps of the planned steps, when there are more
+  // (sessions/analysis/counted_steps.h drain_steps_left_out)
+  bool drain_step(int64_t step) const;
   int64_t step_ = 0;        // the step being run (spans, load counters)
   bool measured_ = false;   // it is a measured step (not warmup)
   std::map<int64_t, std::unique_ptr<Inflight>> inflight_;  // batches started, by iteration
