@@ -18,7 +18,7 @@
 // The copy runs on a worker (copy_job()), never on the GUI thread, which a multi-GB session
 // froze: opening shows one page, "Copying a snapshot of live.db ... 37 %", until the copy is read;
 // a reload keeps the pages it replaces, the banner saying "Reloading: copying a snapshot ...".
-// Closing the tab or the window stops the copy within one part of it (4 MiB) and removes what
+// Closing the tab or the window stops the copy within one part of it (16 MiB) and removes what
 // it wrote (sessions::copy_session_snapshot's progress); the folder of the copies goes with the
 // last of the tab and its workers.
 

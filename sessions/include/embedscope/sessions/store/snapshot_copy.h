@@ -24,7 +24,7 @@ using SnapshotProgress = std::function<bool(int64_t copied_pages, int64_t total_
 /// status() "running" (what it was when copied), not "crashed" (no writer holds the copy).
 /// `target` is replaced where it exists.
 /// Without `progress` every page is copied in one backup step. With it, the pages are copied
-/// `pages_per_step` at a time (at least 1; 1024 pages of a 4 KiB-page session: 4 MiB), and
+/// `pages_per_step` at a time (at least 1; 1024 pages of a session's 16 KiB: 16 MiB), and
 /// `progress` is called after each part; when it returns false the copy stops there, `target`
 /// (and its -journal) is removed and the function returns false. Returns true when the copy is
 /// complete. A copy that fails leaves no `target` either.
