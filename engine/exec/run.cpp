@@ -241,6 +241,8 @@ void write_run_metadata(sessions::SessionWriter& w, const WorkloadSpec& spec, co
   w.set_metadata(sessions::meta::kSteps, std::to_string(spec.steps));
   w.set_metadata(sessions::meta::kWarmupSteps, std::to_string(spec.warmup_steps));
   w.set_metadata(sessions::meta::kPipeline, to_string(spec.pipeline));
+  // the threaded executor's id histogram: the batches its counted steps looked up (rank_input.cpp)
+  if (spec.devices.backend != Backend::simulated) w.set_metadata(sessions::meta::kIdHistogramCounts, "counted_lookups");
   w.set_metadata(sessions::meta::kQcommsForwardPrecision, to_string(spec.qcomms.forward_precision));
   w.set_metadata(sessions::meta::kQcommsBackwardPrecision, to_string(spec.qcomms.backward_precision));
   w.set_metadata(sessions::meta::kNetworkJson, to_json(spec)["network"].dump());

@@ -69,12 +69,21 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
       return {c.table, c.shard, ""};
     return {c.table, c.shard, then->sharding_type};
   };
+  // the pipeline's drain steps, left out as `stats` leaves them out (its rule, from the step rows)
+  const RunStats timing = analyze_step_times(session);
+  int64_t last_measured = -1;
+  for (const auto& s : session.steps()) last_measured = std::max(last_measured, s.step);
+  if (timing.drain_steps > 0 && last_measured >= 0) {
+    d.drain_steps = timing.drain_steps;
+    d.drain_first = last_measured - timing.drain_steps + 1;
+  }
+  auto counted = [&](const LoadCounter& c) { return c.step >= 0 && (d.drain_steps == 0 || c.step < d.drain_first); };
   std::set<Key> shard_keys;
   std::map<Key, int64_t> last_step_of;  // a former shard's last measured step
   std::set<int64_t> steps;
   int32_t max_rank = -1;
   for (const auto& c : counters) {
-    if (c.step < 0) continue;
+    if (!counted(c)) continue;
     const Key k = key_of(c);
     shard_keys.insert(k);
     last_step_of[k] = std::max(last_step_of.count(k) ? last_step_of[k] : c.step, c.step);
@@ -106,7 +115,7 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
   d.by_step.assign(R * d.steps.size(), 0.0);
   d.per_rank.assign(R, 0.0);
   for (const auto& c : counters) {
-    if (c.step < 0 || c.rank < 0) continue;
+    if (!counted(c) || c.rank < 0) continue;
     double v = 0;
     switch (metric) {
       case LoadMetric::ids_looked_up: v = static_cast<double>(c.ids); break;
@@ -132,8 +141,8 @@ LoadData load_data(const SessionReader& session, LoadMetric metric) {
   for (size_t s = 0; s < d.steps.size(); ++s) {
     std::vector<double> col;
     for (size_t r = 0; r < R; ++r) col.push_back(d.by_step[r * d.steps.size() + s]);
-    d.imbalance.push_back(time ? recorded_max_over_mean(col).value_or(std::numeric_limits<double>::quiet_NaN())
-                               : max_over_mean(col));
+    // no rank has any of the metric in the step: no ratio (0 of 0), not a balanced 1
+    d.imbalance.push_back(recorded_max_over_mean(col).value_or(std::numeric_limits<double>::quiet_NaN()));
   }
   return d;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -68,6 +69,38 @@ StepNoise step_time_noise(std::vector<int64_t> step_ns) {
 
 bool gain_within_step_noise(double gain_ns, const StepNoise& noise) {
   return noise.known() && gain_ns <= 2.0 * noise.mean_diff_se_ns;
+}
+
+double student_t_975(double df) {
+  // NIST/SEMATECH e-Handbook of Statistical Methods, 1.3.6.7.2, column 0.975: df 1..30
+  static constexpr double kSmall[30] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                        2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                        2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (!(df >= 1.0)) return kSmall[0];  // nan too
+  if (df < 31.0) return kSmall[static_cast<int>(std::floor(df)) - 1];
+  if (df < 40.0) return kSmall[29];  // the row below: df 30's
+  if (df < 60.0) return 2.021;
+  if (df < 120.0) return 2.000;
+  return df < std::numeric_limits<double>::infinity() ? 1.980 : 1.960;
+}
+
+std::optional<WelchTest> welch_t_test(double mean_a, double sd_a, int64_t n_a, double mean_b, double sd_b, int64_t n_b) {
+  if (n_a < kMinWelchSamples || n_b < kMinWelchSamples) return std::nullopt;
+  const double na = static_cast<double>(n_a), nb = static_cast<double>(n_b);
+  const double va = sd_a * sd_a / na, vb = sd_b * sd_b / nb;  // the squared standard errors of the means
+  WelchTest w;
+  const double se = std::sqrt(va + vb);
+  const double diff = mean_b - mean_a;
+  if (se > 0) {
+    w.t = diff / se;
+    w.df = (va + vb) * (va + vb) / (va * va / (na - 1.0) + vb * vb / (nb - 1.0));
+  } else {  // no spread in either sample
+    w.t = diff == 0 ? 0.0 : std::copysign(std::numeric_limits<double>::infinity(), diff);
+    w.df = na + nb - 2.0;
+  }
+  w.critical = student_t_975(w.df);
+  w.differs = std::abs(w.t) > w.critical;
+  return w;
 }
 
 }  // namespace embedscope::sessions

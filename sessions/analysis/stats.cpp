@@ -32,6 +32,11 @@ Distribution summarize(std::vector<int64_t> values) {
   d.max = values.back();
   d.p50 = percentile_nearest_rank(values, 50);
   d.p99 = percentile_nearest_rank(values, 99);
+  if (values.size() >= 2) {
+    double sq = 0;
+    for (const int64_t v : values) sq += (static_cast<double>(v) - d.mean) * (static_cast<double>(v) - d.mean);
+    d.stddev = std::sqrt(sq / static_cast<double>(values.size() - 1));
+  }
   return d;
 }
 

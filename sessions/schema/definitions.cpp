@@ -379,7 +379,10 @@ const RecordTable<IdHistogramBucket>& id_histogram_table() {
        {"table_index", "bucket", "rank"}, true, 3,
        "For the load view's hot rows against the shard boundaries: a table of N rows has min(256, N) equal buckets, "
        "row r falls in bucket floor(r * buckets / N) (model/id_buckets.h). Each id of the global batch is counted once, "
-       "by the rank whose batch holds it, whatever the sharding. A run writes each rank's changed buckets with each "
+       "by the rank whose batch holds it, whatever the sharding, with the step that looked the batch up; where the "
+       "metadata `id_histogram_counts` is `counted_lookups`, only in the measured steps `stats` counts (a pipeline's "
+       "fill and drain steps left out: its ids per table are those steps' load counters'), in older sessions every "
+       "measured step's batch. A run writes each rank's changed buckets with each "
        "step's records, in the same transaction (a killed or crashed run keeps the ids of exactly the steps it kept; "
        "sessions of older Embedscope builds, and lm_embedding sessions before 2026-12-06, have buckets only where the "
        "run ended complete or cancelled); empty buckets have no row, except that an lm_embedding run's complete or "
@@ -389,7 +392,7 @@ const RecordTable<IdHistogramBucket>& id_histogram_table() {
        field<&IdHistogramBucket::bucket>("bucket", "the bucket"),
        field<&IdHistogramBucket::row_begin>("row_begin", "first row of the bucket"),
        field<&IdHistogramBucket::row_end>("row_end", "one past its last row"),
-       field<&IdHistogramBucket::ids>("ids", "ids in [row_begin, row_end), summed over the measured steps").at_least(0)});
+       field<&IdHistogramBucket::ids>("ids", "ids in [row_begin, row_end), summed over the steps counted (see below)").at_least(0)});
   return t;
 }
 

@@ -14,6 +14,7 @@
 //    fp32 difference of one ulp may round to the neighbouring 16-bit value.
 
 #include <gtest/gtest.h>
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <array>
@@ -476,6 +477,47 @@ TEST(GpuBucketize, MatchesCpuReference) {
                                     splits.data()),
                  std::length_error);
   }
+}
+
+// The bucketizing's scratch from a grow-only workspace (RankDevice::bucketize passes the rank's):
+// the same results as from the stream-ordered pool, one growth for the largest batch, then no
+// allocation at all - the pool's high-water mark of memory in use stays 0 (reset before each
+// call), where a call without the workspace takes its scratch from the pool (its mark > 0).
+TEST(GpuBucketize, ScratchFromTheWorkspaceAllocatesNothingOnceWarm) {
+  REQUIRE_CUDA_DEVICE();
+  std::mt19937_64 rng(57);
+  const int64_t F = 2, B = 200, rows = 100;
+  std::vector<int64_t> values, offsets{0};
+  for (int64_t bag = 0; bag < F * B; ++bag) {
+    for (int64_t i = 0; i < 1 + bag % 9; ++i) values.push_back(static_cast<int64_t>(rng() % rows));
+    offsets.push_back(static_cast<int64_t>(values.size()));
+  }
+  const std::vector<BucketSlot> slots{{0, true, 0, 50}, {0, true, 50, 50}, {1, false, 0, 0}};
+  const BucketizedKjt ref = bucketize_kjt(values, offsets, B, slots);
+  auto dv = to_device(values);
+  auto doff = to_device(offsets);
+  DeviceArray<int64_t> lengths(slots.size() * static_cast<size_t>(B)), ids(values.size()), splits(slots.size());
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  cudaMemPool_t pool = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&pool, device), cudaSuccess);
+  auto pool_high_after = [&](GrowOnlyWorkspace* ws) {
+    uint64_t zero = 0, high = 0;
+    EXPECT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero), cudaSuccess);
+    const int64_t n = bucketize_kjt_cuda(dv.data(), doff.data(), F, B, slots, lengths.data(), ids.data(),
+                                         static_cast<int64_t>(values.size()), splits.data(), nullptr, ws);
+    EXPECT_EQ(n, static_cast<int64_t>(ref.ids.size()));
+    EXPECT_EQ(lengths.download(), ref.lengths);
+    EXPECT_EQ(splits.download(), ref.splits);
+    EXPECT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high), cudaSuccess);
+    return high;
+  };
+  EXPECT_GT(pool_high_after(nullptr), 0u);  // the pool's scratch, one allocation a call
+  GrowOnlyWorkspace ws([](size_t b) { return device_malloc(b); }, [](void* p) { device_free(p); });
+  pool_high_after(&ws);  // warm-up: the workspace grows once
+  EXPECT_EQ(ws.allocs(), 1);
+  for (int call = 0; call < 3; ++call) EXPECT_EQ(pool_high_after(&ws), 0u) << "call " << call;
+  EXPECT_EQ(ws.allocs(), 1);
 }
 
 TEST(GpuDense, LinearForwardBackwardMatchCpuBlas) {

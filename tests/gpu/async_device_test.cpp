@@ -4,7 +4,10 @@
 //  - CudaRankDevice's lookup and fused update against the host stand-in (the CPU reference:
 //    pooled_lookup, apply_row_optimizer) step after step with changing bag counts, one plan per
 //    shard prepared at setup, and no cudaMalloc / cudaFree (nor plan built) after the first step;
-//  - a whole cuda run (4 ranks on one GPU): the measured steps made no device-synchronizing call.
+//  - a whole cuda run (4 ranks on one GPU): the measured steps made no device-synchronizing call;
+//  - bucketize with no allocation once warm, and a deferred copy back that adds no wait;
+//  - a run's measured steps wait as often on the GPU as on the stand-in (where
+//    tests/engine/exec/device_count_read_test.cpp counts them by hand), with the same distinct rows.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -19,6 +22,7 @@
 #include "embedscope/profiler/device/cuda_device.h"
 #include "exec/device/cuda_rank_device.h"
 #include "exec/device/rank_device.h"
+#include "support/device_dist_runs.h"
 
 namespace {
 namespace en = embedscope::engine;
@@ -132,4 +136,91 @@ TEST(CudaAsyncDevice, FourRanksOnOneGpuMakeNoDeviceSynchronizingCallInMeasuredSt
   ASSERT_EQ(r.ended, en::RunEnd::complete) << r.error;
   const ed::StepSyncCallTotals after = ed::step_sync_call_totals();
   EXPECT_EQ(after.measured - before.measured, 0);
+}
+
+// The rank's device on a GPU: bucketize takes its scratch from the rank's grow-only workspace
+// (its growth in the first call is the one allocation: sync_calls().allocs stays after it, and
+// the device's stream-ordered pool sees no allocation - its high-water mark, reset before each
+// call, stays 0) and counts the one wait it makes to read the count back. The deferred copy back
+// is ready after a later wait (to_host), and taking it then waits for nothing; taken before
+// any wait, it waits once.
+TEST(CudaAsyncDevice, BucketizeAllocatesNothingOnceWarmAndADeferredCopyAddsNoWait) {
+  ASYNC_REQUIRE_GPUS(1);
+  ed::CudaRankDevice gpu(0);
+  gpu.bind_thread();
+  const int64_t F = 2, B = 64;
+  std::vector<int64_t> values, offsets{0};
+  for (int64_t bag = 0; bag < F * B; ++bag) {
+    for (int64_t i = 0; i < 1 + bag % 5; ++i) values.push_back((bag * 31 + i * 7) % 100);
+    offsets.push_back(static_cast<int64_t>(values.size()));
+  }
+  const std::vector<en::BucketSlot> slots{{0, true, 0, 50}, {0, true, 50, 50}, {1, false, 0, 0}};
+  const en::BucketizedKjt ref = en::bucketize_kjt(values, offsets, B, slots);
+  AsyncDevArray<int64_t> dv(values.size()), doff(offsets.size()), lengths(slots.size() * static_cast<size_t>(B)), ids(values.size()),
+      splits(slots.size());
+  dv.put(values);
+  doff.put(offsets);
+  cudaMemPool_t pool = nullptr;
+  ASSERT_EQ(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
+  int64_t allocs_after_first = -1;
+  for (int call = 0; call < 4; ++call) {
+    uint64_t zero = 0, high = 0;
+    ASSERT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero), cudaSuccess);
+    const int64_t waits = gpu.sync_calls().waits;
+    EXPECT_EQ(gpu.bucketize(dv.p, doff.p, F, B, slots, lengths.p, ids.p, static_cast<int64_t>(values.size()), splits.p),
+              static_cast<int64_t>(ref.ids.size()));
+    EXPECT_EQ(gpu.sync_calls().waits - waits, 1) << "call " << call;
+    EXPECT_EQ(lengths.get(), ref.lengths) << "call " << call;
+    ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high), cudaSuccess);
+    EXPECT_EQ(high, 0u) << "call " << call << ": a stream-ordered allocation";
+    if (call == 0) allocs_after_first = gpu.sync_calls().allocs;
+  }
+  EXPECT_EQ(gpu.sync_calls().allocs, allocs_after_first) << "a later bucketize grew the workspace";
+  // the deferred copy back
+  AsyncDevArray<int64_t> src(3);
+  src.put({4, 5, 6});
+  std::vector<int64_t> got(3, -1);
+  gpu.defer_to_host(src.p, 24);
+  int64_t x = 0;
+  gpu.to_host(&x, src.p, 8);  // the next wait
+  EXPECT_TRUE(gpu.deferred_ready());
+  const int64_t waits = gpu.sync_calls().waits;
+  gpu.take_deferred(got.data());
+  EXPECT_EQ(got, (std::vector<int64_t>{4, 5, 6}));
+  EXPECT_EQ(gpu.sync_calls().waits, waits);  // taken without a wait
+  gpu.defer_to_host(src.p + 1, 8);
+  gpu.take_deferred(got.data());  // no wait since: it waits
+  EXPECT_EQ(got[0], 5);
+  EXPECT_EQ(gpu.sync_calls().waits, waits + 1);
+}
+
+// The same workload (the device dists, the device input dist, a table read by two features of a
+// rank) with 2 ranks on one GPU and on one emulated device: the measured steps' waits for the
+// compute stream are the stand-in's - device_count_read_test counts those by hand (4 a rank and
+// step, the distinct-row counts read without one) - and the distinct rows are the same.
+TEST(CudaAsyncDevice, StepsWaitAsOftenAsOnTheStandIn) {
+  ASYNC_REQUIRE_GPUS(1);
+  en::WorkloadSpec s = en::test_support::resident_cat_spec(en::ShardingType::table_wise, en::OptimizerType::sgd, 2,
+                                                            en::Pooling::sum);
+  s.warmup_steps = 1;
+  const en::ShardingPlan plan = en::plan_sharding(s);
+  auto waits_of = [&](bool on_gpu, en::RunResult& r) {
+    en::WorkloadSpec run_spec = s;
+    en::TrainerOptions o = en::test_support::emulated_options(!on_gpu, 1);
+    if (on_gpu) {
+      run_spec.devices.backend = en::Backend::cuda;
+      run_spec.devices.ranks_per_gpu = 2;
+    }
+    const ed::StepSyncCallTotals before = ed::step_sync_call_totals();
+    r = en::run_training(run_spec, plan, o);
+    return ed::step_sync_call_totals().measured_waits - before.measured_waits;
+  };
+  en::RunResult gpu, stand_in;
+  const int64_t gpu_waits = waits_of(true, gpu), stand_in_waits = waits_of(false, stand_in);
+  ASSERT_EQ(gpu.ended, en::RunEnd::complete) << gpu.error;
+  ASSERT_EQ(stand_in.ended, en::RunEnd::complete) << stand_in.error;
+  EXPECT_EQ(gpu_waits, stand_in_waits);
+  EXPECT_EQ(stand_in_waits, 4 * s.steps * 2);
+  ASSERT_EQ(gpu.ranks.size(), stand_in.ranks.size());
+  for (size_t r = 0; r < gpu.ranks.size(); ++r) EXPECT_EQ(gpu.ranks[r].unique_ids, stand_in.ranks[r].unique_ids) << r;
 }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -68,10 +69,13 @@ Command add_inspect_input_command(CLI::App& app);
 /// Whether `path` is a PyTorch memory snapshot by content: a pickle (0x80, protocol 2..5), as
 /// it is or gzip-compressed. `import` dispatches such a file to import_memory_snapshot.
 bool is_memory_snapshot_file(const std::string& path);
-/// Opens the session at `file` for reading (stats, compare); a file that is no SQLite database (a
-/// trace, a memory snapshot: tester37 #20) gets an error naming the command that makes a session
-/// of it. Throws sessions::SessionError naming the file.
-std::unique_ptr<sessions::SessionReader> open_for_stats(const std::string& file);
+/// Opens the session at `file` for reading (stats, compare: `command`, named in the errors). A
+/// file that is no SQLite database gets an error that says what it is where that is known: an
+/// Embedscope JSON file (a workload, a plan, a profile, a scaling study) and what to do with it,
+/// a file `import` reads by its content (a trace, an Nsight export, a memory snapshot; an
+/// .nsys-rep by its name) and the import to run; otherwise that it is neither a session nor a file
+/// import reads, nothing guessed. Throws sessions::SessionError naming the file.
+std::unique_ptr<sessions::SessionReader> open_for_stats(const std::string& file, std::string_view command = "stats");
 /// Imports the snapshot files (one: every device a rank; several, one per process: ranks 0..N-1
 /// in this order, torch_snapshot::import_torch_memory_snapshots) into the session `out` ("":
 /// the first file's name with .db) and prints a summary (or JSON). Returns 0; bad input throws

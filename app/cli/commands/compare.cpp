@@ -3,6 +3,7 @@
 // sets them (sessions/analysis/compare.h computes and formats both; ux41 #2).
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -100,7 +101,7 @@ int cmd_compare(const CompareState& st) {
   std::vector<ss::ComparedSession> cs;
   std::vector<std::string> recorded_oom;  // per session: memory_analysis.h recorded_oom_text, "" for most
   for (const auto& f : st.files) {
-    readers.push_back(open_for_stats(f));
+    readers.push_back(open_for_stats(f, "compare"));
     const ss::SessionReader& r = *readers.back();
     ss::RunStats stats = ss::analyze(r);
     const ss::SessionRate rate = engine::throughput_of(r, stats);
@@ -189,8 +190,18 @@ int cmd_compare(const CompareState& st) {
         if (const ss::CompareDelta d = ss::compare_delta(cs[0], cs[i], f); !d.not_comparable.empty())
           not_comparable[ss::compare_figure_key(f)] = d.not_comparable;
       }
-      j["differences"].push_back(
-          {{"label", labels[i]}, {"baseline", labels[0]}, {"figures", figures}, {"not_comparable", not_comparable}});
+      // the test behind "within_noise" (null: fewer counted steps than it needs in either session)
+      const std::optional<ss::WelchTest> w = ss::step_time_test(cs[0], cs[i]);
+      const json test = w ? json{{"t", std::isfinite(w->t) ? json(w->t) : json(w->t > 0 ? "inf" : "-inf")},
+                                 {"df", w->df},
+                                 {"critical", w->critical},
+                                 {"differs", w->differs}}
+                          : json();
+      j["differences"].push_back({{"label", labels[i]},
+                                  {"baseline", labels[0]},
+                                  {"figures", figures},
+                                  {"not_comparable", not_comparable},
+                                  {"step_time_test", test}});
     }
     std::cout << dump(j) << "\n";
     return 0;
@@ -230,9 +241,11 @@ int cmd_compare(const CompareState& st) {
   for (const auto& w : warnings) std::cout << "warning: " << w << "\n";
   const std::string table = figures_table(cs, labels);
   std::cout << "\n" << table;
+  // the test behind ", within noise" (step time mean, p50 and throughput), per session after the baseline
+  for (size_t i = 1; i < cs.size(); ++i) std::cout << ss::step_time_test_text(cs[0], cs[i], labels[0], labels[i]) << "\n";
   if (table.find(", within noise") != std::string::npos)  // the legend of that mark, only where a cell has it
-    std::cout << "(within noise: marks a difference where each session's mean step time lies within the other's "
-                 "min - max of measured steps)\n";
+    std::cout << "(within noise: Welch's t-test of the counted steps' times finds no difference of the mean step time "
+                 "at 95 %)\n";
   // per rank: what the exposed-communication chart of the Compare view draws, and each rank's peaks
   std::cout << fmt::format("\n{:<8} {:<5} {:>13} {:>18} {:>9} {:>16} {:>16}\n", "session", "rank", "exposed comm",
                            "host exposed comm", "GPU busy", "peak allocated", "peak reserved");

@@ -21,6 +21,7 @@
 #include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/exporters/kineto_export.h"
 #include "embedscope/sessions/store/session.h"
+#include "output_guard.h"
 
 namespace embedscope::cli {
 
@@ -70,6 +71,7 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
   // failed export removes it too.
   std::filesystem::path out_path(out);
   while (!out_path.empty() && out_path.filename().empty()) out_path = out_path.parent_path();  // "dir/" -> "dir"
+  make_output_folder(out_path.string(), "-o");  // -o exports/t.json in an empty folder makes exports/
   std::string stem = out_path.filename().string();
   if (stem.size() > 200) stem.resize(200);
   const std::string tmp = (out_path.parent_path() / fmt::format(".{}.exporting-{}", stem, getpid())).string();

@@ -3,6 +3,8 @@
 // over the batches a run would train on, without training.
 
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,7 +21,19 @@ using nlohmann::json;
 
 namespace {
 
+// The workload flags that change nothing in the batches a run reads (those are the workload's
+// input, --devices, --steps, --warmup-steps and --batch-size): hidden from --help and refused,
+// rather than taken and ignored. --backend among them: nothing runs on a backend here, so the
+// workload's backend is not resolved either (a cuda workload is inspected without a GPU).
+const std::vector<std::string> kNotForInspectInput = {
+    "--sharding", "--local-world-size", "--backend", "--pipeline", "--qcomms", "--dense-precision",
+    "--simulate", "--nodes", "--gpus-per-node", "--network-bandwidth", "--network-latency", "--sequence-parallel"};
+
 int cmd_inspect_input(WorkloadArgs& a, bool as_json) {
+  refuse_hidden_workload_options(a, kNotForInspectInput,
+                                 "not for inspect-input: it reads the batches a run would train on, which only the "
+                                 "workload's input, --devices, --steps, --warmup-steps and --batch-size change");
+  a.resolve_backend = false;
   const es::WorkloadSpec spec = load(a);
   const es::InputInspection inspection = es::inspect_input(spec);
   const auto& result = inspection.features;
@@ -82,6 +96,7 @@ Command add_inspect_input_command(CLI::App& app) {
       "inspect-input", "Show per feature what a workload's input looks like (ids per bag, distinct ids, skew, out-of-range "
                        "ids), from its synthetic generator or its files, without training");
   add_workload_options(cmd, s->args);
+  hide_workload_options(cmd, s->args, kNotForInspectInput);
   cmd->add_flag("--json", s->json, "Print the figures as JSON");
   return {cmd, [s] { return cmd_inspect_input(s->args, s->json); }, [s] { return s->json; }};
 }

@@ -26,6 +26,7 @@
 #include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 #include "interrupt.h"
 #include "output/output.h"
+#include "output_guard.h"
 #include "run_common.h"
 
 namespace embedscope::cli {
@@ -235,7 +236,9 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
     fmt::print(stderr, "warning: {}\n", w);
   }
   // a measured run's ranks are threads of this process: its memory is their capacity (tester43
-  // F1); --simulate plans a modelled cluster, whose GPU memory is not checked here
+  // F1); --simulate plans a modelled cluster, whose GPU memory is not checked here. Said, not
+  // refused (exit 0), as a DLRM plan's verdict on this machine's memory (plan.cpp host_verdict):
+  // a plan of a workload too large for this machine is what plan is for; `run` refuses it
   const es::HostMemory machine = es::this_host_memory();  // MemAvailable now (tester45 F10)
   const std::string does_not_fit = a.simulate.empty() ? es::lm_memory_refusal(est, machine) : "";
   int64_t need = 0;
@@ -255,17 +258,13 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
         j["host_step_seconds_at_least"] =
             es::host_step_seconds(step_flops, gemm_rate, es::host_cores(), spec.world_size);
       }
-      if (!does_not_fit.empty()) {
-        j["ended"] = "bad_input";
-        j["error"] = does_not_fit;
-      }
+      if (!does_not_fit.empty()) j["refusal"] = does_not_fit;  // run's refusal; the plan itself is not refused
     }
     j["workload"] = es::to_json(spec);
     j["padded_vocab_size"] = spec.padded_vocab_size();
     j["simulated_step"] = sim;
     std::cout << dump(j) << "\n";
-    if (!does_not_fit.empty()) fmt::print(stderr, "error: {}: {}\n", a.origin, does_not_fit);
-    return does_not_fit.empty() ? 0 : 2;
+    return 0;
   }
   std::cout << fmt::format("workload     {}: lm_embedding {}\n", spec.name, shape_text(spec));
   std::cout << fmt::format("sharding     {} on {} rank{}\n", mode_text(spec), spec.world_size, spec.world_size == 1 ? "" : "s");
@@ -277,9 +276,10 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
             << memory_table(est);
   if (a.simulate.empty())
     std::cout << fmt::format("memory       {}: all {} ranks need {} in all; this machine has {} (cpu ranks are "
-                             "threads of one process)\n",
+                             "threads of one process){}\n",
                              does_not_fit.empty() ? "fits" : "DOES NOT FIT", spec.world_size, format_bytes(need),
-                             es::host_memory_text(machine));
+                             es::host_memory_text(machine),
+                             does_not_fit.empty() ? "" : "; `run` refuses it (--simulate PROFILE plans a cluster)");
   if (gemm_rate > 0)
     std::cout << fmt::format("step here    a measured step on this machine takes {}\n",
                              es::host_step_text(step_flops, gemm_rate, es::host_cores(), spec.world_size));
@@ -292,10 +292,6 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
       100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
       sim.at("bytes_on_the_wire_per_token").get<double>(),
       split_checks_text(sim.at("split_check_bytes_per_token").get<double>()));
-  if (!does_not_fit.empty()) {  // printed, then refused, as a DLRM plan that does not fit (plan.cpp)
-    fmt::print(stderr, "error: {}: {}\n", a.origin, does_not_fit);
-    return 2;
-  }
   return 0;
 }
 
@@ -309,6 +305,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
       throw es::SpecError(a.origin + ": " + why);
   if (output.empty()) output = default_session_name();
   sessions::SessionWriter::check_path(output, overwrite);
+  make_output_folder(output, "-o");  // as a DLRM run's (output_guard.h)
   es::LmRunOptions opt;
   opt.session_path = output;
   opt.overwrite = overwrite;

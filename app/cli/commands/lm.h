@@ -19,8 +19,11 @@ namespace embedscope::cli {
 /// during the run (cpu or simulated) stops it after the current step.
 int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, std::atomic<bool>& cancel,
                const engine::FlightDumpRequest& flight);
-/// Prints the plan of the workload: vocabulary padding, each rank's rows, and the memory
-/// estimate per rank (planner/lm_memory_estimate.h). Returns 0.
+/// Prints the plan of the workload: vocabulary padding, each rank's rows, the memory estimate
+/// per rank (planner/lm_memory_estimate.h) and, for a measured backend, the verdict against this
+/// machine's available memory ("fits" / "DOES NOT FIT ... `run` refuses it"; --json: "fits" and
+/// "refusal", run's refusal). Returns 0 either way, as a DLRM plan's verdict on this machine;
+/// bad input (the workload, a flag) throws SpecError.
 int cmd_plan_lm(WorkloadArgs& a, bool as_json);
 
 }  // namespace embedscope::cli

@@ -135,6 +135,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   if (!process_from.empty()) output = rank_output(output, proc);
   if (output.empty()) output = default_session_name();
   embedscope::sessions::SessionWriter::check_path(output, overwrite);  // refuse before announcing the run
+  make_output_folder(output, "-o");  // -o runs/a.db in an empty folder makes runs/, as scenario -o does
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::string sharding = es::to_string(spec.sharding.default_type);
   if (!spec.sharding.per_table.empty()) sharding += " + per-table overrides";

@@ -27,6 +27,10 @@ using nlohmann::json;
 
 namespace {
 
+// The workload flags the study sets itself for every point: hidden from its --help, refused
+// naming the study's own flags (hide_workload_options).
+const std::vector<std::string> kScalingSets = {"--devices", "--nodes", "--sharding", "--local-world-size", "--backend"};
+
 struct ScalingState {
   WorkloadArgs args;
   std::vector<int> gpus = {8, 16, 32, 64, 128, 256, 512, 1024};
@@ -49,9 +53,8 @@ int cmd_scaling(ScalingState& s) {
   WorkloadArgs& a = s.args;
   if (!a.was_given("--simulate"))
     throw es::SpecError("--simulate PROFILE is required: the study runs on modelled clusters (e.g. --simulate h100_sxm)");
-  for (const char* flag : {"--devices", "--nodes", "--sharding", "--local-world-size", "--backend"})
-    if (a.was_given(flag))
-      throw es::SpecError(fmt::format("{}: the scaling study sets it for every point (use --gpus, --gpus-per-node, --shardings)", flag));
+  refuse_hidden_workload_options(a, kScalingSets,
+                                 "the scaling study sets it for every point (use --gpus, --gpus-per-node, --shardings)");
   const es::WorkloadSpec spec = load(a);
   es::ScalingStudyOptions o;
   o.hardware = a.simulate;
@@ -141,6 +144,7 @@ Command add_scaling_command(CLI::App& app) {
                                  "A scaling study on simulated clusters: one workload over growing GPU counts per sharding "
                                  "type (step time, throughput, scaling efficiency, embedding comm share, memory per GPU)");
   add_workload_options(cmd, s->args);
+  hide_workload_options(cmd, s->args, kScalingSets);
   cmd->add_option("--gpus", s->gpus, "Cluster sizes, comma-separated (default 8,16,32,64,128,256,512,1024)")
       ->delimiter(',')
       ->allow_extra_args(false)  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)

@@ -105,8 +105,7 @@ StagedSession::StagedSession(std::string out, bool overwrite, std::string comman
   const std::filesystem::path out_path(out_);
   const std::filesystem::path dir = out_path.parent_path();
   std::error_code ec;
-  if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
-    throw ss::SessionError(fmt::format("{}: cannot create the session file: the folder {} does not exist", out_, dir.string()));
+  make_output_folder(out_, "-o");  // a missing folder is made, as run -o and scenario -o make theirs
   // a hidden name beside `out` that fits in a file name (255 bytes) with SQLite's "-journal" after
   // it, however long `out`'s own name is (tester37: a valid 245-byte name failed on its "<out>.importing-PID")
   std::string stem = out_path.filename().string();

@@ -17,8 +17,9 @@ namespace embedscope::cli {
 class StagedSession {
  public:
   /// Checks `out` as SessionWriter would (throws SessionError naming it when it exists and
-  /// `overwrite` is false, when it is not a regular file, when a live writer holds it, or when
-  /// its folder does not exist) and chooses the temporary name. Creates nothing; removes the
+  /// `overwrite` is false, when it is not a regular file, or when a live writer holds it), makes
+  /// its folder when missing (make_output_folder: engine::SpecError when it cannot) and chooses
+  /// the temporary name. Creates no file; removes the
   /// staged files of earlier imports of `out` that were killed (their pid no longer runs on this
   /// host, and no SQLite connection holds the lock of their -shm or, where the -shm cannot tell,
   /// none of their files changed in the last minute), with their -wal / -shm / -journal.

@@ -35,6 +35,7 @@
 #include "embedscope/sessions/model/units.h"  // format_duration
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
+#include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/model/unit_ladder.h"  // format_rate
 #include "output/flight_recorder_text.h"
 #include "output/gpu_kernels_text.h"
@@ -46,10 +47,9 @@ namespace embedscope::cli {
 
 namespace es = embedscope::engine;
 namespace ss = embedscope::sessions;
+namespace si = embedscope::sessions::importers;
 using nlohmann::json;
 
-// The session at `file` (commands.h); a file that is no SQLite database (a trace, a snapshot: tester37 #20)
-// gets the command that makes a session of it. Throws SessionError.
 namespace {
 // What a JSON file that is no session is, from its first 64 KiB, when embedscope wrote it or reads
 // it elsewhere: a scaling study (`scaling --json`), a hardware profile (resources/hardware,
@@ -71,9 +71,23 @@ std::string embedscope_json_kind(const std::string& file) {
   }
   return "";
 }
+
+// What `import` would read `file` as, by its content (importers/importer.h detect, a memory
+// snapshot's pickle bytes) or, for an Nsight Systems report, which import exports with nsys, by
+// its name: "its content is PyTorch profiler (Kineto) Chrome-trace JSON (.json, .json.gz)"; ""
+// when import reads none of it (then nothing is guessed).
+std::string importable_kind(const std::string& file) {
+  if (is_memory_snapshot_file(file)) return "its content is a PyTorch CUDA memory snapshot";
+  if (file.ends_with(".nsys-rep")) return "an Nsight Systems report (by its name)";
+  try {
+    return std::string("its content is ") + si::detect(file).description;
+  } catch (const si::ImportError&) {
+    return "";
+  }
+}
 }  // namespace
 
-std::unique_ptr<ss::SessionReader> open_for_stats(const std::string& file) {
+std::unique_ptr<ss::SessionReader> open_for_stats(const std::string& file, std::string_view command) {
   try {
     return std::make_unique<ss::SessionReader>(file);
   } catch (const ss::SessionError& e) {
@@ -84,9 +98,14 @@ std::unique_ptr<ss::SessionReader> open_for_stats(const std::string& file) {
         throw ss::SessionError(what + "; its -wal file is there but damaged: " + ss::describe_unread_wal(file, wal));
     if (what.find("not an SQLite database") == std::string::npos) throw;
     if (const std::string kind = embedscope_json_kind(file); !kind.empty())
-      throw ss::SessionError(fmt::format("{}: not an SQLite database (not a session): {}; stats reads sessions (.db)", file, kind));
-    throw ss::SessionError(what + "; a trace or a memory snapshot? import it first: embedscope import " +
-                           file);
+      throw ss::SessionError(
+          fmt::format("{}: not an SQLite database (not a session): {}; {} reads sessions (.db)", file, kind, command));
+    if (const std::string kind = importable_kind(file); !kind.empty())
+      throw ss::SessionError(fmt::format("{}; {}: import it first: embedscope import {}", what, kind, file));
+    throw ss::SessionError(fmt::format("{}: not a session (not an SQLite database), nor a file embedscope import reads "
+                                       "(PyTorch profiler traces, Nsight Systems exports and reports, PyTorch CUDA memory "
+                                       "snapshots); {} reads the sessions (.db) that run, import, merge and launch write",
+                                       file, command));
   }
 }
 

@@ -27,18 +27,23 @@ std::string preset_list_text() {
 }
 
 namespace {
-/// A link bandwidth in bytes/s from 1 to `max`, said as "--network-bandwidth: 0 bytes/s is out of
-/// range: give 1 to 1.13e+15 bytes/s, e.g. 1e9" (tester50 F12: CLI::Range said "Value 0 not in
-/// range 1.000000 to 1125899906842624.000000"). After CLI::Number and kNotNan.
-CLI::Validator bandwidth_range(double max) {
+/// A link bandwidth in bytes/s from 1 to `max`, written as a number ("1e9", "1000000000"), its
+/// refusals named as --network-latency's are: "--network-bandwidth: not a number of bytes/s (got
+/// 'abc'); give e.g. 1e9" (CLI::Number said "Failed parsing abc as a FLOAT"; nan, which passes
+/// every range, is refused the same way), "--network-bandwidth: 0 bytes/s is out of range: give 1
+/// to 1.13e+15 bytes/s, e.g. 1e9" (CLI::Range said "Value 0 not in range 1.000000 to
+/// 1125899906842624.000000"; inf too).
+CLI::Validator bandwidth_value(double max) {
   return CLI::Validator(
       [max](std::string& text) -> std::string {
         double v = 0;
-        if (CLI::detail::lexical_cast(text, v) && !(v >= 1.0 && v <= max))
+        if (!CLI::detail::lexical_cast(text, v) || std::isnan(v))
+          return fmt::format("not a number of bytes/s (got '{}'); give e.g. 1e9", text);
+        if (!(v >= 1.0 && v <= max))
           return fmt::format("{} bytes/s is out of range: give 1 to {:.3g} bytes/s, e.g. 1e9", text, max);
         return "";
       },
-      "", "BANDWIDTH_RANGE");
+      "", "BANDWIDTH");
 }
 }  // namespace
 
@@ -71,7 +76,9 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
                                           "Sharding type for every table (drops per-table overrides): " +
                                               es::enum_names_joined<es::ShardingType>());
   a.given["--local-world-size"] =
-      cmd->add_option("--local-world-size", a.local_world_size, "Ranks per node for table_row_wise (sharding.local_world_size)")
+      cmd->add_option("--local-world-size", a.local_world_size,
+                      "Ranks per node (sharding.local_world_size; divides --devices): the node in which table_row_wise, "
+                      "table_column_wise and grid_shard place a table's shards, and the nodes of --network-* emulation")
           ->check(kInteger)->check(CLI::Range(1, 64));
   a.given["--steps"] = cmd->add_option("--steps", a.steps, "Measured steps")
                            ->check(kInteger)
@@ -112,7 +119,7 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
       cmd->add_option("--network-bandwidth", a.network_bandwidth,
                       "Emulated link bandwidth in bytes/s, within and across nodes "
                       "(network.intra_node/inter_node.bandwidth_bytes_per_s), e.g. 1e9")
-          ->check(CLI::Number)->check(kNotNan)->check(bandwidth_range(static_cast<double>(es::kMaxBandwidthBytesPerS)));
+          ->check(bandwidth_value(static_cast<double>(es::kMaxBandwidthBytesPerS)));
   a.given["--network-latency"] =
       cmd->add_option("--network-latency", a.network_latency,
                       "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns), "
@@ -122,6 +129,23 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
       "--sequence-parallel", a.sequence_parallel,
       "lm_embedding workloads with vocab_parallel: reduce-scatter the lookup into token slices and all-gather before "
       "the output projection (sharding.sequence_parallel)");
+}
+
+void hide_workload_options(CLI::App* cmd, WorkloadArgs& a, const std::vector<std::string>& flags) {
+  for (const std::string& flag : flags) {
+    const auto it = a.given.find(flag);
+    if (it == a.given.end()) continue;
+    cmd->remove_option(it->second);
+    std::string& text = a.hidden_values[flag];
+    // an empty group hides an option from --help; it is still parsed
+    it->second = flag == "--sequence-parallel" ? cmd->add_flag(flag)->group("")
+                                               : cmd->add_option(flag, text, std::string())->group("");
+  }
+}
+
+void refuse_hidden_workload_options(const WorkloadArgs& a, const std::vector<std::string>& flags, const std::string& why) {
+  for (const std::string& flag : flags)
+    if (a.was_given(flag)) throw es::SpecError(fmt::format("{}: {}", flag, why));
 }
 
 namespace {
@@ -370,7 +394,8 @@ es::WorkloadSpec load(WorkloadArgs& a) {
       fmt::print(stderr, "warning: {}: {}\n", a.origin, never);
     // auto becomes cpu or cuda here, so that plan and run say which; cuda without GPUs is refused
     a.requested_backend = spec.devices.backend;
-    spec = with_origin(a.origin, [&] { return es::with_resolved_backend(spec, a.origin, a.world_size > 0); });
+    if (a.resolve_backend)
+      spec = with_origin(a.origin, [&] { return es::with_resolved_backend(spec, a.origin, a.world_size > 0); });
   } catch (const es::SpecError& e) {
     std::string msg = e.what();
     std::vector<std::string> flags;  // each flag once, in one bracket ("set by --devices and --nodes")

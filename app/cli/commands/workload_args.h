@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include <cmath>
 
@@ -21,17 +22,6 @@ constexpr const char* kDefaultPreset = "criteo_kaggle";
 /// Checked before a CLI::Range, which alone calls a word "not in range" ("--steps: Value abc not
 /// in range 1 to ..."): a non-number is named as such.
 inline const CLI::Validator kInteger = CLI::TypeValidator<int64_t>("INTEGER");
-/// Refuses nan (which passes CLI::Number and every CLI::Range, as no comparison with it holds):
-/// "--network-bandwidth: not a number (got 'nan'); give bytes per second, e.g. 1e9".
-inline const CLI::Validator kNotNan(
-    [](std::string& text) -> std::string {
-      double v = 0;
-      if (CLI::detail::lexical_cast(text, v) && std::isnan(v))
-        return "not a number (got '" + text + "'); give bytes per second, e.g. 1e9";
-      return "";
-    },
-    "", "NOT_NAN");
-
 /// A latency in ns from 0 to `max`, written as an integer or in the number forms
 /// --network-bandwidth takes ("1e6", "5.0e4"): the text becomes the integer ("1000000") for the
 /// option's int64. Refusals name the flag (CLI11 prefixes it): "--network-latency: 1.5 ns is not a
@@ -101,6 +91,13 @@ struct WorkloadArgs {
   /// Set with local_world_size when a launcher's environment (not --local-world-size) gave it.
   std::string local_world_size_from;
   std::map<std::string, CLI::Option*> given;  // flag -> option, to tell "absent" from "empty"
+  /// The values of the options hide_workload_options replaced (flag -> text), never read: the
+  /// command refuses those flags (refuse_hidden_workload_options).
+  std::map<std::string, std::string> hidden_values;
+  /// Whether load() resolves devices.backend on this machine (auto -> cpu or cuda; cuda refused
+  /// without a GPU: with_resolved_backend). false for a command that runs nothing on a backend
+  /// (inspect-input reads the input only): the backend is left as written.
+  bool resolve_backend = true;
   std::string origin;                         // set by load(): the file or "preset NAME"
   /// Set by load(): the backend the workload and flags asked for, before auto was resolved.
   engine::Backend requested_backend = engine::Backend::cpu;
@@ -117,13 +114,24 @@ struct WorkloadArgs {
 /// list and check the spellings of engine/workload/enums.h.
 void add_workload_options(CLI::App* cmd, WorkloadArgs& a);
 
+/// Replaces the workload options `flags` of `cmd` (added by add_workload_options: "--devices",
+/// "--backend", ...) with hidden ones that take any value (a flag for "--sequence-parallel"):
+/// --help no longer lists them, and the command refuses them itself with its reason
+/// (refuse_hidden_workload_options), rather than CLI11's "The following arguments were not
+/// expected". For a command that sets those fields itself (scaling) or has no use for them
+/// (inspect-input).
+void hide_workload_options(CLI::App* cmd, WorkloadArgs& a, const std::vector<std::string>& flags);
+
+/// Throws engine::SpecError "FLAG: WHY" for the first of `flags` that was given (bad input, exit 2).
+void refuse_hidden_workload_options(const WorkloadArgs& a, const std::vector<std::string>& flags, const std::string& why);
+
 /// The built-in presets as every command lists them (its --help, an empty or unknown --preset;
 /// tester46 F3: the empty case named the DLRM ones only): "criteo_kaggle, ..., tiny; lm_embedding
 /// (run, plan and program only): gpt2_small_embedding, ...".
 std::string preset_list_text();
 
 /// Loads the workload (file, --preset or kDefaultPreset), applies the flags, validates, and
-/// resolves backend auto. Throws engine::SpecError; a validation error about a field that a
+/// resolves backend auto (unless a.resolve_backend is false). Throws engine::SpecError; a validation error about a field that a
 /// flag set names the flag too (" (set by --devices)").
 engine::WorkloadSpec load(WorkloadArgs& a);
 

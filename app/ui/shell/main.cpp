@@ -44,6 +44,7 @@
 #include "shell/main_window.h"
 #include "shell/report_layout.h"
 #include "shell/report_staging.h"
+#include "shell/session_tab.h"
 #include "timeline/step_box.h"
 #include "timeline/timeline_view.h"
 #include "timeline/timeline_widget.h"
@@ -79,7 +80,17 @@ QString open_and_wait(embedscope::ui::MainWindow& w, const QString& path) {
   }
   QApplication::processEvents();
   QObject::disconnect(c);
-  return import_error;
+  if (!import_error.isEmpty()) return import_error;
+  // a session its run is still writing: its snapshot is copied in the background first
+  if (auto* tab = qobject_cast<embedscope::ui::SessionTab*>(w.tabs()->currentWidget())) {
+    while (tab->copying()) {
+      QApplication::processEvents();
+      QThread::msleep(20);
+    }
+    QApplication::processEvents();
+    if (!tab->error().isEmpty()) return tab->error();
+  }
+  return {};
 }
 
 // wait_for_analyses for one page of a report, saying so on stderr when it takes more than a few

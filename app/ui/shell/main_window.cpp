@@ -136,6 +136,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   close_tab->setObjectName("close_tab_action");
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
+  auto* view = menuBar()->addMenu("&View");
+  // the step `embedscope stats` calls slowest (S alone zooms the timeline out; Ctrl+Shift+S is free)
+  auto* slowest = view->addAction("Go to &Slowest Step", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this,
+                                  [this] { go_to_slowest_step(); });
+  slowest->setObjectName("slowest_step_action");
+  slowest->setToolTip("Fit the slowest measured step on the timeline (the step embedscope stats names slowest)");
   auto* help = menuBar()->addMenu("&Help");
   help->addAction("&About", this, [this] {
     QMessageBox::about(this, "About Embedscope", about_text());
@@ -166,6 +172,9 @@ QString MainWindow::export_current(const QString& format, const QString& path) {
     return "export " + format + " from a session's own tab (this one compares sessions)";
   // a session's tab: the file its pages read (the snapshot of a session still being written)
   const auto* session_tab = qobject_cast<const SessionTab*>(views);
+  if (session_tab && !session_tab->session())
+    return session_tab->copying() ? QString("the session's snapshot is still being copied: export it when its pages show")
+                                  : session_tab->error();
   const QString session = session_tab ? QString::fromStdString(session_tab->session()->path())
                                       : tabs_->tabToolTip(tabs_->currentIndex());
   try {
@@ -248,6 +257,17 @@ QString MainWindow::reload_current(bool quiet) {
   const QString err = tab ? tab->reload() : QString("reload: the current tab is not a session's");
   if (!err.isEmpty() && tab && !quiet) QMessageBox::critical(this, "Cannot reload", err);
   return err;
+}
+
+QString MainWindow::go_to_slowest_step() {
+  auto* tab = qobject_cast<SessionTab*>(tabs_->currentWidget());
+  auto* timeline = tab ? qobject_cast<TimelineView*>(tab->widget(0)) : nullptr;
+  if (!timeline)
+    return tab && tab->copying() ? QString("the session's snapshot is still being copied")
+                                 : QString("go to slowest step: the current tab has no timeline");
+  tab->setCurrentIndex(0);
+  timeline->go_to_slowest_step();
+  return {};
 }
 
 void MainWindow::close_current_tab() {

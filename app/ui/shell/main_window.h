@@ -15,16 +15,24 @@ class MainWindow : public QMainWindow {
  public:
   explicit MainWindow(QWidget* parent = nullptr);
   /// Opens `path` in a new tab (a SessionTab: pages over one reader, a snapshot for a session whose
-  /// run still writes it, File > Reload); on failure shows a dialog (unless `quiet`) and returns the error.
+  /// run still writes it, copied in the background while the tab says so, File > Reload); on
+  /// failure shows a dialog (unless `quiet`) and returns the error.
   /// Opened files go to the front of the recent-files list (QSettings "recent").
   /// The tab is titled with the file name, plus the session's end in brackets when it did not
   /// complete ("s.db [cancelled]"), and "[imported: FORMAT]" for an imported session ("[running: as of step N]" for a
   /// snapshot: SessionTab::title, updated as its watch sees new steps or the end); the window
   /// title follows the current tab ("Embedscope - s.db [imported: kineto_json]").
   QString open_session(const QString& path, bool quiet = false);
-  /// File > Reload (F5): re-reads the current session tab in place (SessionTab::reload); returns
-  /// the error (a dialog unless `quiet`), or "reload: the current tab is not a session's".
+  /// File > Reload (F5): re-reads the current session tab in place (SessionTab::reload; a new
+  /// snapshot of a session still being written is copied in the background, its banner saying
+  /// so); returns the error (a dialog unless `quiet`), or "reload: the current tab is not a
+  /// session's".
   QString reload_current(bool quiet = false);
+  /// View > Go to Slowest Step (Ctrl+Shift+S): shows the current session tab's Timeline fitted to
+  /// the slowest measured step, the one `embedscope stats` names (TimelineView::go_to_slowest_step;
+  /// read off the GUI thread on first use). Returns "" when it started, else why not ("go to
+  /// slowest step: the current tab has no timeline").
+  QString go_to_slowest_step();
   /// File > Close Tab (Ctrl+W): closes the current tab, whatever it shows.
   void close_current_tab();
   /// File > Open's name filters: sessions and every format open_path imports (Kineto JSON, Nsight

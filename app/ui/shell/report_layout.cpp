@@ -276,9 +276,4 @@ QImage capped_width(const QImage& image, int max_width) {
                            .arg(QLocale(QLocale::English).toString(max_width), QLocale(QLocale::English).toString(image.width())));
 }
 
-std::optional<int64_t> report_step(const sessions::RunStats& st, const std::map<int64_t, ViewRange>& steps) {
-  if (!st.slowest_step || !steps.contains(*st.slowest_step)) return std::nullopt;
-  return st.slowest_step;
-}
-
 }  // namespace embedscope::ui

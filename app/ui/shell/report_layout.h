@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/timeline_math.h"  // ViewRange
+#include "core/timeline_nav.h"   // report_step
 #include "embedscope/sessions/analysis/analysis.h"  // RunStats
 
 class QWidget;
@@ -32,14 +33,7 @@ inline constexpr int kReportMaxHeight = 30000;
 /// AdjustToContents: compare's figures, the trade-offs' runs) widens the image up to this.
 inline constexpr int kReportMaxWidth = 4800;
 
-/// The step the report's second timeline image fits, with the critical path drawn (tester43 F8:
-/// without a display neither a fitted step nor the critical path could be seen): the slowest
-/// measured step as `stats` measures it, RunStats::slowest_step (per counted step the slowest
-/// rank's own step time, the lowest such step on a tie; tester54 F7: the widest window across
-/// ranks picked another step where the ranks' windows are offset), the one a user looks into
-/// first. nullopt when `st` has none or the timeline has no window for it (`steps`: the
-/// timeline's step windows; warm-up only, a trace without steps).
-std::optional<int64_t> report_step(const sessions::RunStats& st, const std::map<int64_t, ViewRange>& steps);
+// report_step, the step the report's second timeline image fits: core/timeline_nav.h
 
 /// Lets every visible QLabel under `view` that does not wrap and is wider than `max_width` - 64
 /// px wrap its words (a label listing 1,024 ranks held a report page 31,674 px wide: tester42

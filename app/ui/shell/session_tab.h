@@ -14,6 +14,13 @@
 // and the tab title then say "N more steps written" or "the run has ended", and F5 (File >
 // Reload) re-reads it: same tab, same page, the timeline's view and selected range kept where
 // they still exist.
+//
+// The copy runs on a worker (copy_job()), never on the GUI thread, which a multi-GB session
+// froze: opening shows one page, "Copying a snapshot of live.db ... 37 %", until the copy is read;
+// a reload keeps the pages it replaces, the banner saying "Reloading: copying a snapshot ...".
+// Closing the tab or the window stops the copy within one part of it (16 MiB) and removes what
+// it wrote (sessions::copy_session_snapshot's progress); the folder of the copies goes with the
+// last of the tab and its workers.
 
 #include <QString>
 #include <QTabWidget>
@@ -52,15 +59,29 @@ class SessionTab : public QTabWidget {
  public:
   /// Opens `path` (throws sessions::SessionError naming the file, as SessionReader does) and
   /// builds its pages: the Timeline at once, Summary, Load and Memory when first shown. A running
-  /// session is read through a snapshot copy (see the top of this file); a memory snapshot opens
-  /// on its Memory page.
+  /// session is read through a snapshot copy (see the top of this file), made off the GUI thread:
+  /// until it is read the tab holds one page saying so (copying() is true, session() is null);
+  /// a copy that fails leaves that page saying why (error()). A memory snapshot opens on its
+  /// Memory page.
   explicit SessionTab(const QString& path, QWidget* parent = nullptr);
+  /// Stops a snapshot copy still running; the worker removes what it wrote.
   ~SessionTab() override;
 
   /// The file as given (the tab's tooltip, File > Open Recent).
   const QString& path() const { return path_; }
-  /// The reader every page reads: of the snapshot copy while snapshot() is true, else of path().
+  /// The reader every page reads: of the snapshot copy while snapshot() is true, else of path();
+  /// null while the first snapshot is being copied (copying()) or when its copy failed (error()).
   const std::shared_ptr<const sessions::SessionReader>& session() const { return session_; }
+  /// Whether a snapshot copy is running (opening, or reloading, a session still being written).
+  bool copying() const;
+  /// The job that copies the snapshot on a worker (wait_for_analyses waits for it too).
+  AnalysisJob* copy_job() const { return copy_job_; }
+  /// Why the last snapshot copy failed ("" when it did not): shown on the tab's page when the tab
+  /// has no pages yet, in the banner after a reload.
+  const QString& error() const { return error_; }
+  /// The folder the snapshot copies go in ("" before the first copy): removed with the tab, or
+  /// after it by the last copy still running.
+  QString snapshot_folder() const;
   /// Whether the pages show a snapshot of a run that was still writing the file.
   bool snapshot() const { return snapshot_; }
   /// What the pages show (the snapshot's, or the file's when it was read).
@@ -70,7 +91,8 @@ class SessionTab : public QTabWidget {
   /// The tab title: the file name, its end in brackets when it did not complete ("s.db
   /// [cancelled]"), "[imported: FORMAT]", "[SIMULATED]"; for a snapshot (steps as the banner) "[running: as of step
   /// N]", then "[running: as of step N, +M: F5]" once the run wrote M more steps, and "[as of
-  /// step N; run ended: F5]" once it ended.
+  /// step N; run ended: F5]" once it ended; "[running: copying snapshot]" while the first copy
+  /// runs ("[running: snapshot failed]" when it failed).
   QString title() const;
   /// The banner above the pages (the page bar's corner): hidden for a file that was not being
   /// written; else e.g. "As of step 39 (40 measured steps): the run was still writing this
@@ -81,7 +103,10 @@ class SessionTab : public QTabWidget {
   /// Re-reads the file in place (File > Reload, F5): a new snapshot while the run still writes,
   /// the file itself once it has ended. The page shown stays current, and the Timeline keeps its
   /// view and selected range, clamped to what the file now holds. On an error (the file is gone
-  /// or damaged) the pages stay as they were and the error is returned.
+  /// or damaged) the pages stay as they were and the error is returned. A new snapshot is
+  /// copied off the GUI thread: reload() returns "" at once, the pages stay until the copy is
+  /// read (copying(); the banner says "Reloading: ..."), and a copy that fails is said in the
+  /// banner (error()). A reload while a copy runs replaces that copy.
   QString reload();
   /// Looks at the file now (what the timer does each second): where its size or time, or its
   /// -wal's, changed since the last look, its state is read off the GUI thread (watch_job());
@@ -95,8 +120,16 @@ class SessionTab : public QTabWidget {
   void title_changed(const QString& title);
 
  private:
-  // a reader of the file, or of a new snapshot copy of it while its run writes it (second: true)
-  std::pair<std::shared_ptr<const sessions::SessionReader>, bool> open_file();
+  struct Copy;  // a snapshot copy in progress, shared with its worker
+  struct Opened;  // what a worker read: the copy's reader and state
+  // base_title_ from a reader of the file
+  void set_base_title(const sessions::SessionReader& file);
+  // starts copying a snapshot of the file on a worker; `look`: the file's look at the start
+  void start_copy(const QString& look);
+  // the pages of `session` in place of the tab's (the page shown, the timeline's view kept)
+  void swap_in(std::shared_ptr<const sessions::SessionReader> session, bool snapshot, const SessionFileState& state,
+               const QString& look);
+  void show_copy_progress();
   void build_pages();
   void update_banner();
   QString path_;
@@ -107,7 +140,11 @@ class SessionTab : public QTabWidget {
   QLabel* banner_;
   QTimer* timer_;
   AnalysisJob* watch_job_;
-  std::unique_ptr<QTemporaryDir> snapshots_;  // the snapshot copies, removed with the tab
+  AnalysisJob* copy_job_;
+  QTimer* progress_timer_;  // the copy's progress, shown while it runs
+  std::shared_ptr<Copy> copy_;  // the copy running (null when none)
+  QString error_;
+  std::shared_ptr<QTemporaryDir> snapshots_;  // the snapshot copies: the tab's, and each running copy's
   int generation_ = 0;
   QString last_look_;  // size and time of the file and its -wal at the last look
 };

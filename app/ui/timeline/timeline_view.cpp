@@ -3,6 +3,7 @@
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QScrollArea>
@@ -18,6 +19,7 @@
 #include "models/range_totals_model.h"
 #include "charts/colors.h"
 #include "core/timeline_math.h"
+#include "core/timeline_nav.h"
 #include "charts/legend.h"
 #include "timeline/step_box.h"
 #include "timeline/timeline_widget.h"
@@ -28,7 +30,8 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
     : QWidget(parent), timeline_(new TimelineWidget(session, this)), totals_(new RangeTotalsModel(session, this)),
       search_(new QLineEdit(this)), details_(new QLabel(this)), range_label_(new QLabel(this)),
       search_status_(new QLabel(this)), per_rank_(new QCheckBox("per rank", this)),
-      critical_path_(new QCheckBox("critical path", this)), path_job_(new AnalysisJob(this)), session_(session),
+      critical_path_(new QCheckBox("critical path", this)), path_job_(new AnalysisJob(this)),
+      slowest_job_(new AnalysisJob(this)), session_(session),
       step_box_(new StepBox(timeline_->steps().empty() ? 0 : timeline_->steps().begin()->first,
                             timeline_->steps().empty() ? 0 : timeline_->steps().rbegin()->first, this)),
       view_note_(new QLabel(this)), legend_(new ColourLegend(
@@ -59,12 +62,12 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   });
   bar->addWidget(new QLabel("step:", this));
   step_box_->setToolTip("Go to a step: Enter, the arrow keys or the wheel fit it (keys 0..9: steps 0..9; double-click on "
-                        "a step); it names the step at the view's centre");
+                        "a step; Ctrl+Shift+S: the slowest); it names what the view shows: the step at its centre, or "
+                        "the whole steps it holds (\"steps 2-5\", \"all measured steps\")");
   bar->addWidget(step_box_);
   auto* fit_step = new QToolButton(this);
   button(fit_step, "Fit step", "Show the step chosen on the left", [this] { timeline_->fit_step(step_box_->value()); });
   const auto& steps = timeline_->steps();
-  step_box_->setValue(std::min(0, step_box_->maximum()));  // the first measured step
   fit_step->setEnabled(!steps.empty());
   step_box_->setEnabled(!steps.empty());
   if (steps.empty()) step_box_->setToolTip("no step was recorded (the run ended before its first step ended)");
@@ -76,7 +79,7 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   // the whole placeholder, plus the clear button and the frame
   search_->setMinimumWidth(search_->fontMetrics().horizontalAdvance(search_->placeholderText()) + 40);
   bar->addWidget(search_);
-  button(new QToolButton(this), "Prev", "Previous match (Shift+F3)", [this] { find_next(false); });
+  button(new QToolButton(this), "Prev", "Previous match (Shift+Enter, Shift+F3)", [this] { find_next(false); });
   button(new QToolButton(this), "Next", "Next match (Enter, F3)", [this] { find_next(true); });
   bar->addWidget(search_status_);
   bar->addSpacing(16);
@@ -125,6 +128,8 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   layout->addWidget(split, 1);
 
   connect(search_, &QLineEdit::returnPressed, this, [this] { find_next(true); });
+  search_->installEventFilter(this);  // Shift+Enter: the previous match
+  connect(search_, &QLineEdit::textEdited, search_status_, &QLabel::clear);  // "match 3 of 120" of the old text
   auto shortcut = [&](const QKeySequence& keys, auto fn) {
     auto* s = new QShortcut(keys, this, fn);
     s->setContext(Qt::WidgetWithChildrenShortcut);
@@ -143,24 +148,64 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   });
   connect(timeline_, &TimelineWidget::range_changed, this, [this] { update_totals(); });
   connect(timeline_, &TimelineWidget::view_changed, this, [this] { update_buttons(); });
-  // the step box follows the step shown, however it was fitted (tester43 F24: keys 1..9 left it)
+  // the step box names what the view shows, from the first view on (it said "step 0" over the
+  // whole run) and after every fit, pan, zoom, search or history move: the step at the view's
+  // centre, or the whole steps it holds; Enter or a step up / down in it fits its step (tester56
+  // F1: only Fit step moved the view)
+  connect(timeline_, &TimelineWidget::view_changed, this, [this] { update_step_box(); });
   connect(timeline_, &TimelineWidget::step_fitted, this, [this](int64_t step) {
-    const QSignalBlocker block(step_box_);
-    step_box_->setValue(static_cast<int>(step));
-  });
-  // ... and names the step at the view's centre after a pan, zoom, search or history move; Enter
-  // or a step up / down in it fits its step (tester56 F1: only Fit step moved the view)
-  connect(timeline_, &TimelineWidget::view_changed, this, [this] {
-    if (const auto step = step_at_centre(timeline_->steps(), timeline_->view())) {
-      const QSignalBlocker block(step_box_);
-      step_box_->setValue(static_cast<int>(*step));
-    }
+    step_box_->name_view(static_cast<int>(step), {});  // the step fitted, whatever else its window holds
   });
   connect(step_box_, &StepBox::step_chosen, this, [this](int step) { timeline_->fit_step(step); });
   update_details();
   update_totals();
   update_buttons();
+  update_step_box();
   timeline_->setFocus();
+}
+
+void TimelineView::update_step_box() {
+  const auto shown = shown_steps(timeline_->steps(), timeline_->view());
+  if (!shown) return;
+  step_box_->name_view(static_cast<int>(shown->centre),
+                       shown->several() ? QString::fromStdString(shown_steps_name(*shown, timeline_->steps(),
+                                                                                  timeline_->warmup_steps()))
+                                        : QString());
+}
+
+void TimelineView::go_to_slowest_step() {
+  auto fit = [this] {
+    if (*slowest_)
+      timeline_->fit_step(**slowest_);
+    else
+      view_note_->setText("no slowest step: no measured step was counted");
+  };
+  if (slowest_) {
+    fit();
+    return;
+  }
+  if (slowest_job_->busy()) return;  // its result fits the step
+  // the step `embedscope stats` calls slowest, from the step rows alone, off the GUI thread
+  slowest_job_->start<std::optional<int64_t>>(
+      [file = session_->path(), steps = timeline_->steps()] {
+        return report_step(sessions::analyze_step_times(sessions::SessionReader(file)), steps);
+      },
+      [this, fit](std::optional<int64_t>& step) {
+        slowest_ = step;
+        fit();
+      },
+      [this](const QString& error) { view_note_->setText("slowest step: " + error); });
+}
+
+bool TimelineView::eventFilter(QObject* watched, QEvent* e) {
+  if (watched == search_ && e->type() == QEvent::KeyPress) {
+    const auto* key = static_cast<QKeyEvent*>(e);
+    if ((key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) && (key->modifiers() & Qt::ShiftModifier)) {
+      find_next(false);
+      return true;
+    }
+  }
+  return QWidget::eventFilter(watched, e);
 }
 
 void TimelineView::show_critical_path(bool on) {
@@ -194,7 +239,10 @@ void TimelineView::show_critical_path(bool on) {
 
 bool TimelineView::find_next(bool forward) {
   const bool found = timeline_->find(search_->text(), forward);
-  search_status_->setText(found || search_->text().isEmpty() ? QString() : "no match");
+  if (const auto& place = timeline_->match_place(); found && place)
+    search_status_->setText(QString("match %1 of %2").arg(place->position).arg(place->total));
+  else
+    search_status_->setText(search_->text().isEmpty() ? QString() : "no match");
   return found;
 }
 

@@ -3,11 +3,13 @@
 // everything with the warm-up (Shift+F), fit a step, search by name), a colour legend, the
 // TimelineWidget, and a side panel with the selected op's details and the per-op-name
 // totals of the selected time range (RangeTotalsModel, all ranks or per rank).
-// Keys: Ctrl+F search, Enter / F3 next match, Shift+F3 previous.
+// Keys: Ctrl+F search, Enter / F3 next match, Shift+Enter / Shift+F3 previous (the bar says "match 3
+// of 120"); the step box names what the view shows.
 
 #include <QWidget>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "embedscope/sessions/analysis/critical_path.h"
@@ -40,6 +42,8 @@ class TimelineView : public QWidget {
   RangeTotalsModel* totals() { return totals_; }
   QLineEdit* search_box() { return search_; }
   QLabel* details() { return details_; }
+  /// Beside the search box: "match 3 of 120" after a jump to a match, "no match", or nothing.
+  QLabel* search_status() { return search_status_; }
   /// The note that says when warm-up steps are out of view ("" when none are).
   QLabel* view_note() { return view_note_; }
   StepBox* step_box() { return step_box_; }
@@ -53,8 +57,19 @@ class TimelineView : public QWidget {
   /// box reads "critical path (computing...)" and critical_path_job()->busy() is true.
   void show_critical_path(bool on);
   AnalysisJob* critical_path_job() { return path_job_; }
+  /// Fits the slowest measured step, the one `embedscope stats` names slowest (report_step of
+  /// sessions::analyze_step_times, core/timeline_nav.h: the report's timeline-step.png's), and the
+  /// step box names it (View > Go to Slowest Step, Ctrl+Shift+S). The step times are read once,
+  /// off the GUI thread (slowest_job()); without a counted measured step the toolbar note says
+  /// "no slowest step: no measured step was counted" and the view stays.
+  void go_to_slowest_step();
+  AnalysisJob* slowest_job() { return slowest_job_; }
+
+ protected:
+  bool eventFilter(QObject* watched, QEvent* e) override;  // Shift+Enter in the search box
 
  private:
+  void update_step_box();
   void update_details();
   void update_totals();
   void update_buttons();
@@ -64,6 +79,8 @@ class TimelineView : public QWidget {
   QLabel *details_, *range_label_, *search_status_;
   QCheckBox *per_rank_, *critical_path_;
   AnalysisJob* path_job_;  // the critical path, analysed on first use
+  AnalysisJob* slowest_job_;  // the slowest step, read on first use
+  std::optional<std::optional<int64_t>> slowest_;  // once read: the step, or none
   std::shared_ptr<const sessions::SessionReader> session_;
   std::vector<sessions::PathSegment> path_;  // every measured step's, once analysed
   bool path_loaded_ = false;

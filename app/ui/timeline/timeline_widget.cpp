@@ -17,6 +17,7 @@
 #include "charts/colors.h"
 #include "core/kernel_name.h"
 #include "core/lane_labels.h"
+#include "core/timeline_nav.h"
 #include "embedscope/engine/sharding/sharding.h"  // format_bytes
 #include "embedscope/sessions/analysis/analysis.h"  // rank_list
 #include "embedscope/sessions/analysis/gpu_sharing.h"
@@ -190,10 +191,16 @@ TimelineWidget::TimelineWidget(std::shared_ptr<const sessions::SessionReader> se
   history_ = ZoomHistory(view());
   setMouseTracking(true);
   setFocusPolicy(Qt::StrongFocus);
+  // a tooltip names the op that was under the cursor: after a zoom or pan (keys, history, a
+  // search jump) another op is there, or none
+  connect(this, &TimelineWidget::view_changed, this, &TimelineWidget::hide_tooltip);
   setMinimumHeight(kAxis + kRowHeight * static_cast<int>(std::max<size_t>(rows_.size(), 1)) + 4);
 }
 
-void TimelineWidget::resizeEvent(QResizeEvent*) { scale_.set_width(std::max(1, width() - kGutter)); }
+void TimelineWidget::resizeEvent(QResizeEvent*) {
+  scale_.set_width(std::max(1, width() - kGutter));
+  hide_tooltip();  // its op moved
+}
 
 void TimelineWidget::paintEvent(QPaintEvent*) {
   QPainter p(this);
@@ -407,13 +414,9 @@ std::optional<OpRef> TimelineWidget::op_at(QPoint pt) const {
 
 void TimelineWidget::select(std::optional<OpRef> r, bool centre) {
   selected_ = r;
-  if (r && centre) {
+  if (r && centre) {  // centred, and at least kMatchMinPx wide (a sub-pixel op was folded out of sight)
     const auto& o = op(*r);
-    const int64_t span = scale_.t1() - scale_.t0(), dur = o.end_ns - o.start_ns;
-    if (dur > span * 8 / 10)
-      navigate({o.start_ns - dur / 10, o.end_ns + dur / 10});
-    else
-      navigate({o.start_ns + dur / 2 - span / 2, o.start_ns + dur / 2 - span / 2 + span});
+    navigate(match_view(view(), scale_.width(), o.start_ns, o.end_ns));
   }
   update();
   emit selection_changed();
@@ -555,7 +558,10 @@ bool TimelineWidget::fit_step(int64_t step) {
 }
 
 bool TimelineWidget::find(const QString& text, bool forward) {
-  if (text.isEmpty()) return false;
+  if (text.isEmpty()) {
+    match_place_.reset();
+    return false;
+  }
   const auto& names = session_->strings();
   std::vector<bool> match(names.size());
   for (size_t i = 0; i < names.size(); ++i)
@@ -567,7 +573,15 @@ bool TimelineWidget::find(const QString& text, bool forward) {
   if (!hit)  // wrap around
     hit = find_op(lanes, match, std::nullopt, forward, forward ? std::numeric_limits<int64_t>::min() / 2
                                                                : std::numeric_limits<int64_t>::max() / 2);
-  if (!hit) return false;
+  if (!hit) {
+    match_place_.reset();
+    return false;
+  }
+  if (match_text_ != text || !matches_) {  // counted once per search text
+    matches_ = std::make_unique<MatchIndex>(lanes, std::move(match));
+    match_text_ = text;
+  }
+  match_place_ = MatchPlace{matches_->position(*hit), matches_->total()};
   select(hit, true);
   return true;
 }
@@ -607,24 +621,34 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
   if (e->position().x() < kGutter && e->position().y() >= kAxis) {  // the row's whole name
     const auto row = static_cast<size_t>((e->position().y() - kAxis) / kRowHeight);
     if (row < rows_.size()) {
-      QToolTip::showText(e->globalPosition().toPoint(), row_tooltip(row), this);
+      show_tooltip(e->globalPosition().toPoint(), row_tooltip(row));
       return;
     }
   }
   const auto mark = mark_at(e->position().toPoint());
   if (mark && e->position().y() < kAxis) {  // the label on the axis
-    QToolTip::showText(e->globalPosition().toPoint(), QString::fromStdString(marks_[*mark].text), this);
+    show_tooltip(e->globalPosition().toPoint(), QString::fromStdString(marks_[*mark].text));
     return;
   }
   auto r = did_not_end_at(e->position().toPoint());
   if (!r) r = op_at(e->position().toPoint());
   if (r) {
-    QToolTip::showText(e->globalPosition().toPoint(), op_tooltip(*r), this);
+    show_tooltip(e->globalPosition().toPoint(), op_tooltip(*r));
   } else if (mark) {
-    QToolTip::showText(e->globalPosition().toPoint(), QString::fromStdString(marks_[*mark].text), this);
+    show_tooltip(e->globalPosition().toPoint(), QString::fromStdString(marks_[*mark].text));
   } else {
-    QToolTip::hideText();
+    hide_tooltip();
   }
+}
+
+void TimelineWidget::show_tooltip(QPoint global, const QString& text) {
+  QToolTip::showText(global, text, this);
+  tooltip_shown_ = true;
+}
+
+void TimelineWidget::hide_tooltip() {
+  if (!std::exchange(tooltip_shown_, false)) return;  // another widget's tooltip is not ours to hide
+  QToolTip::hideText();
 }
 
 QString TimelineWidget::op_tooltip(OpRef r) const {

@@ -23,6 +23,7 @@
 #include "embedscope/sessions/store/session.h"
 #include "core/rebalance_marks.h"
 #include "core/timeline_math.h"
+#include "core/timeline_nav.h"
 
 namespace embedscope::ui {
 
@@ -127,8 +128,19 @@ class TimelineWidget : public QWidget {
   /// The row of (rank, lane), or rows() when there is none.
   size_t row_of(int32_t rank, int32_t lane) const;
   /// Selects and centres the next (or previous) op after the selection whose name contains
-  /// `text` (case-insensitive), in the order of start time, then row. False when none matches.
+  /// `text` (case-insensitive), in the order of start time, then row, zooming in where it is
+  /// narrower than kMatchMinPx (core/timeline_nav.h match_view). False when none matches.
   bool find(const QString& text, bool forward = true);
+  /// Where the last find() landed: its place among the ops that match (1-based) and how many
+  /// match ("match 3 of 120"); nullopt after a find() that found none.
+  struct MatchPlace {
+    int64_t position = 0, total = 0;
+  };
+  const std::optional<MatchPlace>& match_place() const { return match_place_; }
+  /// Whether a tooltip this widget showed (an op's, a row label's, a rebalance's) may still be
+  /// up: it is hidden whenever the view moves (view_changed) or the widget is resized, since
+  /// another op is then under the cursor.
+  bool tooltip_shown() const { return tooltip_shown_; }
 
  signals:
   void selection_changed();
@@ -159,6 +171,8 @@ class TimelineWidget : public QWidget {
     bool annotation = false;  // kind `annotation` (NVTX ranges): drawn in annotation_color, not busy
     QString gpu_note;  // a shared GPU's comm stream: what it holds (shared_gpu_comm_note), on hover
   };
+  void show_tooltip(QPoint global, const QString& text);
+  void hide_tooltip();
   enum class Nav { jump, zoom, pan };
   // Records the current view in the history; successive zooms (or pans) are one entry.
   void commit(Nav kind);
@@ -184,6 +198,10 @@ class TimelineWidget : public QWidget {
   int press_x_ = 0, last_x_ = 0;
   int64_t range_anchor_ = 0;
   mutable std::optional<std::vector<sessions::CollectiveRecord>> collectives_;  // read on first details()
+  bool tooltip_shown_ = false;
+  QString match_text_;                  // the search text matches_ counts
+  std::unique_ptr<MatchIndex> matches_;  // the ops it matches (core/timeline_nav.h)
+  std::optional<MatchPlace> match_place_;
 };
 
 }  // namespace embedscope::ui

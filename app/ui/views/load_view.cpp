@@ -6,6 +6,7 @@
 #include "core/rebalance_marks.h"
 #include "jobs/analysis_job.h"
 #include "models/input_stats_model.h"
+#include "embedscope/sessions/analysis/analysis.h"  // analyze_step_times
 #include "embedscope/sessions/model/metadata_keys.h"
 
 #include <QComboBox>
@@ -318,10 +319,45 @@ LoadView::LoadView(std::shared_ptr<const sessions::SessionReader> session, QWidg
       if (s.step >= 0) measured.insert(s.step);
     measured_steps_ = static_cast<int64_t>(measured.size());
     no_measured_step_ = no_measured_step(*session_);
+    // the drain steps `stats` leaves out (its rule: the step rows alone), which load_data leaves out too
+    if (const auto st = sessions::analyze_step_times(*session_); st.drain_steps > 0 && !measured.empty()) {
+      drain_steps_ = st.drain_steps;
+      drain_first_ = *measured.rbegin() - st.drain_steps + 1;
+    }
   }
   rebuild();
   rebuild_rows();
   count_input();
+}
+
+namespace {
+// "step 8" or "steps 8-9"
+QString step_span(int64_t first, int64_t n) {
+  return n == 1 ? QString("step %1").arg(first) : QString("steps %1-%2").arg(first).arg(first + n - 1);
+}
+}  // namespace
+
+QString LoadView::counted_steps_text() const {
+  if (drain_steps_ == 0) return "measured steps";
+  return QString("counted steps 0-%1; the drain %2 left out, as stats")
+      .arg(drain_first_ - 1)
+      .arg(step_span(drain_first_, drain_steps_));
+}
+
+QString LoadView::histogram_steps_text() const {
+  if (drain_steps_ == 0) return QString("ids of the %1 measured step%2").arg(measured_steps_).arg(measured_steps_ == 1 ? "" : "s");
+  const int64_t counted = measured_steps_ - drain_steps_;
+  if (session_->meta(sessions::meta::kIdHistogramCounts, "") == "counted_lookups")
+    return QString("ids looked up in the %1 counted step%2 0-%3 (the drain %4 left out, as in the charts above and stats)")
+        .arg(counted)
+        .arg(counted == 1 ? "" : "s")
+        .arg(drain_first_ - 1)
+        .arg(step_span(drain_first_, drain_steps_));
+  return QString("ids of every measured step's batch, %1 (this session's histogram was written before the drain %2 "
+                 "were left out of it: the charts above and stats count %3 steps)")
+      .arg(measured_steps_)
+      .arg(step_span(drain_first_, drain_steps_))
+      .arg(counted);
 }
 
 bool LoadView::no_measured_step(const sessions::SessionReader& session) {
@@ -467,7 +503,7 @@ void LoadView::rebuild_rows() {
     return;
   }
   if (total == 0) {  // no "hottest bucket" of 0 ids (tester49 F15)
-    row_note_->setText(QString("%1 rows in %2 buckets, 0 ids recorded for this table; %3 on rank(s) %4")
+    row_note_->setText(histogram_steps_text() + QString(": %1 rows in %2 buckets, 0 ids recorded for this table; %3 on rank(s) %4")
                            .arg(rows_.num_rows)
                            .arg(rows_.ids.size())
                            .arg(QString::fromStdString(rows_.sharding_type.empty() ? "unplanned" : rows_.sharding_type))
@@ -475,7 +511,7 @@ void LoadView::rebuild_rows() {
     if (row_plot_->isVisible()) row_plot_->replot();
     return;
   }
-  row_note_->setText(QString("%1 rows in %2 buckets, %3 ids; hottest bucket rows %4..%5 (%6 % of the ids) at %9 ids "
+  row_note_->setText(histogram_steps_text() + QString(": %1 rows in %2 buckets, %3 ids; hottest bucket rows %4..%5 (%6 % of the ids) at %9 ids "
                              "per row; %7 on rank(s) %8")
                          .arg(rows_.num_rows)
                          .arg(rows_.ids.size())
@@ -523,11 +559,14 @@ void LoadView::draw() {
   const bool some_not_held = std::find(data_.held.begin(), data_.held.end(), 0) != data_.held.end();
   fill_binned_heatmap(
       shard_plot_,
-      QString("per rank x table shard (measured steps; colour from 0%1)")
-          .arg(some_not_held ? "; grey: no such shard on the rank" : ""),
+      QString("per rank x table shard (%1; colour from 0%2)")
+          .arg(counted_steps_text(), some_not_held ? "; grey: no such shard on the rank" : ""),
       shards, data_.ranks, [this](int r, int c) { return data_.at_shard(r, static_cast<size_t>(c)); }, metric, "shards",
       "table shard", [this](int r, int c) { return data_.holds(r, static_cast<size_t>(c)); }, tables);
-  fill_binned_heatmap(step_plot_, "per rank x step (colour from 0)", steps, data_.ranks,
+  fill_binned_heatmap(step_plot_,
+                      drain_steps_ > 0 ? QString("per rank x step (colour from 0; %1)").arg(counted_steps_text())
+                                       : QString("per rank x step (colour from 0)"),
+                      steps, data_.ranks,
                       [this](int r, int c) { return data_.at_step(r, static_cast<size_t>(c)); }, metric, "steps",
                       "measured step");
   // imbalance per step; a lookup time not recorded is said, not drawn as a balanced 1 (tester47 F16:
@@ -545,22 +584,47 @@ void LoadView::draw() {
       text->setText(plot == rank_plot_ ? QString(not_recorded).replace(" (", "\n(") : not_recorded);  // a narrower chart
     }
   }
+  imbalance_plot_->clearPlottables();
   auto* g = imbalance_plot_->addGraph();
-  QVector<double> x, y;
+  QVector<double> x, y, none;
   for (size_t i = 0; i < data_.steps.size(); ++i) {
     if (!data_.recorded) break;
     x << static_cast<double>(data_.steps[i]);
-    y << data_.imbalance[i];  // NaN (a gap) for a step without a lookup time
+    y << data_.imbalance[i];  // NaN (a gap) for a step without any of the metric
+    if (std::isnan(data_.imbalance[i])) none << static_cast<double>(data_.steps[i]);
   }
   g->setData(x, y);
   g->setPen(QPen(QColor(0xd6, 0x27, 0x28), 2));
+  g->setName("max / mean over ranks");
+  // a step in which no rank had any of the metric (0 of 0): a grey band across the chart with a
+  // legend entry, not a balanced 1 on the line (a semi_sync run's last drain step looked nothing up)
+  no_metric_steps_ = std::vector<double>(none.begin(), none.end());
+  imbalance_plot_->legend->setVisible(!none.isEmpty());
+  if (!none.isEmpty()) {
+    auto* bands = new QCPBars(imbalance_plot_->xAxis, imbalance_plot_->yAxis);
+    bands->setName(metric_ == sessions::LoadMetric::lookup_time ? QString("no lookup time recorded in the step")
+                                                                : QString("no %1 in the step (0 of 0: no ratio)").arg(metric));
+    bands->setPen(Qt::NoPen);
+    bands->setBrush(kNoShardColor);
+    bands->setWidth(0.8);
+    bands->setData(none, QVector<double>(none.size(), 1e9), true);  // to the top, whatever the range
+    bands->setLayer("background");
+    imbalance_plot_->legend->setBrush(QColor(255, 255, 255, 220));
+    imbalance_plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);  // under the ratios (>= 1)
+    // a step between two bands is a point of its own: drawn as one, not only as a line's end
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 6));
+  }
   imbalance_plot_->xAxis->setLabel("step");
   imbalance_plot_->xAxis->setTicker(integer_ticker());
   imbalance_plot_->yAxis->setLabel("imbalance (max / mean)");
-  imbalance_plot_->rescaleAxes();
-  if (!data_.recorded) imbalance_plot_->yAxis->setRange(0, 1);
-  imbalance_plot_->yAxis->setRangeLower(0);
-  imbalance_plot_->yAxis->setRangeUpper(std::max(1.1, imbalance_plot_->yAxis->range().upper * 1.1));
+  // the steps' range, and from 0 to a tenth over the largest ratio (a flat line's range was
+  // centred on it, 0.9..5.9 for a constant 3.4); the bands reach up to the chart's top
+  if (!x.isEmpty()) imbalance_plot_->xAxis->setRange(x.front() - (none.isEmpty() ? 0.0 : 0.5),
+                                                     std::max(x.back() + (none.isEmpty() ? 0.0 : 0.5), x.front() + 1));
+  double top = 1.0;
+  for (double v : y)
+    if (std::isfinite(v)) top = std::max(top, v);
+  imbalance_plot_->yAxis->setRange(0, data_.recorded ? top * 1.1 : 1.0);
   follow_palette(imbalance_plot_);
   if (imbalance_plot_->isVisible()) imbalance_plot_->replot();
   // bar per rank

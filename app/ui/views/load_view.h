@@ -61,6 +61,9 @@ class LoadView : public QWidget {
   QCustomPlot* shard_map() { return shard_plot_; }
   QCustomPlot* step_map() { return step_plot_; }
   QCustomPlot* imbalance_plot() { return imbalance_plot_; }
+  /// The steps the imbalance chart draws as "no ids" (no rank had any of the metric: 0 of 0, no
+  /// ratio; a grey band with a legend entry, not a balanced 1 on the line).
+  const std::vector<double>& no_metric_steps() const { return no_metric_steps_; }
   /// The bar per rank of the metric's total (a "not recorded" text item instead for a lookup time no counter holds).
   QCustomPlot* rank_plot() { return rank_plot_; }
   /// The most pixels a rank's row of a heatmap gets (tester38 #14: a report window grown for
@@ -110,6 +113,15 @@ class LoadView : public QWidget {
   /// bucket and the input statistics of batches never trained on (tester49 F15). Reads the
   /// session; throws what its reader throws (sessions::SessionError naming the file).
   static bool no_measured_step(const sessions::SessionReader& session);
+  /// The steps the row histogram counts, as row_note() starts: "ids of the 20 measured steps";
+  /// "ids looked up in the 8 counted steps 0-7 (the drain steps 8-9 left out, as in the charts
+  /// above and stats)" (a session whose id histogram is written so: metadata id_histogram_counts);
+  /// for an older pipelined session, whose histogram holds every measured step's batch, that it
+  /// does, and which steps the charts and stats count instead.
+  QString histogram_steps_text() const;
+  /// The steps the charts above count, for their titles: "measured steps", or "counted steps 0-7;
+  /// the drain steps 8-9 left out, as stats".
+  QString counted_steps_text() const;
 
  private:
   void rebuild();  // starts the aggregation of metric_
@@ -132,6 +144,7 @@ class LoadView : public QWidget {
   QTableWidget* plan_table_;
   int table_ = 0;
   RowHistogram rows_;
+  std::vector<double> no_metric_steps_;
   // the session's measured steps (steps rows with step >= 0, distinct; -1 before the count)
   int64_t measured_steps_ = -1;
   // no_measured_step(*session_): the page says so instead of empty charts, a 0-id "hottest
@@ -139,6 +152,9 @@ class LoadView : public QWidget {
   bool no_measured_step_ = false;
   // "no measured step (the run ended cancelled before its first measured step)", or "... yet" while running
   QString no_measured_step_text() const;
+  // the pipeline's drain steps the session holds (LoadData::drain_first / drain_steps, read here
+  // for the row histogram's caption, which does not wait for the aggregation)
+  int64_t drain_first_ = 0, drain_steps_ = 0;
   /// Writes `text` over the middle of `plot` (cleared first) and replots it.
   static void say_on_plot(QCustomPlot* plot, const QString& text);
 };

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <utility>
 #include <vector>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
 
@@ -19,6 +20,7 @@
 #include "embedscope/engine/kernels/cuda_row_copy.h"
 #include "embedscope/engine/kernels/cuda_reduce.h"
 #include "embedscope/engine/kernels/cuda_kjt.h"
+#include "embedscope/engine/kernels/cuda_bag_concat.h"
 #include "embedscope/engine/memory/cuda_memory.h"
 #include "embedscope/profiler/device/cuda_device.h"
 
@@ -73,6 +75,13 @@ CudaRankDevice::CudaRankDevice(int device) : device_(device) {
       },
       [](void* p) { cudaFree(p); });
   check(cudaMalloc(reinterpret_cast<void**>(&loss_), sizeof(double)), "cudaMalloc (loss)");
+  deferred_staging_ = std::make_unique<GrowOnlyWorkspace>(
+      [](size_t bytes) {
+        void* p = nullptr;
+        check(cudaMallocHost(&p, bytes), "cudaMallocHost (deferred copy staging)");
+        return p;
+      },
+      [](void* p) { cudaFreeHost(p); });  // only when no deferred copy is pending (defer_to_host)
 }
 
 CudaRankDevice::~CudaRankDevice() {
@@ -84,6 +93,7 @@ CudaRankDevice::~CudaRankDevice() {
   bf16_plans_.reset();
   workspace_.reset();
   grad_workspace_.reset();
+  deferred_staging_.reset();
   if (loss_) cudaFree(loss_);
   if (stream_) {
     cudaStreamSynchronize(stream_);
@@ -178,7 +188,42 @@ void CudaRankDevice::to_host(void* dst, const void* src, int64_t bytes) const {
   if (bytes <= 0) return;
   count_copy(false, bytes);
   check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync device to host");
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  wait_stream("cudaStreamSynchronize");
+}
+
+void CudaRankDevice::wait_stream(const char* what) const {
+  const int64_t ticket = begin_wait();
+  check(cudaStreamSynchronize(stream_), what);
+  end_wait(ticket);
+}
+
+void CudaRankDevice::defer_to_host(const void* src, int64_t bytes) const {
+  std::lock_guard lock(deferred_mutex_);
+  if (deferred_bytes_ >= 0) throw std::logic_error("defer_to_host: the last deferred copy was not taken");
+  if (bytes < 0) throw std::invalid_argument(fmt::format("defer_to_host: {} bytes", bytes));
+  if (bytes > 0) {
+    // pinned, so that the copy is asynchronous (into pageable memory it would wait)
+    void* staging = deferred_staging_->reserve(static_cast<size_t>(bytes));
+    count_copy(false, bytes);
+    check(cudaMemcpyAsync(staging, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync device to host (deferred)");
+  }
+  deferred_bytes_ = bytes;
+  deferred_mark_ = wait_mark();
+}
+
+bool CudaRankDevice::deferred_ready() const {
+  std::lock_guard lock(deferred_mutex_);
+  return deferred_bytes_ >= 0 && waited_since(deferred_mark_);
+}
+
+void CudaRankDevice::take_deferred(void* dst) const {
+  std::lock_guard lock(deferred_mutex_);
+  if (deferred_bytes_ < 0) throw std::logic_error("take_deferred: no deferred copy is pending");
+  if (!waited_since(deferred_mark_)) wait_stream("cudaStreamSynchronize (deferred copy)");
+  if (deferred_bytes_ > 0)
+    std::memcpy(dst, deferred_staging_->reserve(static_cast<size_t>(deferred_bytes_)), static_cast<size_t>(deferred_bytes_));
+  deferred_bytes_ = -1;
 }
 
 void CudaRankDevice::copy_on_device(void* dst, const void* src, int64_t bytes) const {
@@ -198,7 +243,7 @@ void CudaRankDevice::copy_2d(void* dst, int64_t dst_pitch, const void* src, int6
   check(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_pitch), src, static_cast<size_t>(src_pitch),
                           static_cast<size_t>(width_bytes), static_cast<size_t>(rows), k, stream_),
         "cudaMemcpy2DAsync");
-  if (kind == CopyKind::device_to_host) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  if (kind == CopyKind::device_to_host) wait_stream("cudaStreamSynchronize");
 }
 
 void CudaRankDevice::scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst,
@@ -231,8 +276,17 @@ int64_t CudaRankDevice::bucketize(const int64_t* values, const int64_t* offsets,
                                   int64_t batch_size, std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids,
                                   int64_t ids_capacity, int64_t* splits) const {
   count_copy(false, static_cast<int64_t>(sizeof(int64_t)));  // the kernel's count, read back
-  return cuda::bucketize_kjt_cuda(values, offsets, num_features, batch_size, slots, lengths, ids, ids_capacity, splits,
-                                  stream_);
+  std::lock_guard lock(workspace_mutex_);
+  const int64_t ticket = begin_wait();  // bucketize_kjt_cuda waits for the stream to read the count
+  const int64_t n = cuda::bucketize_kjt_cuda(values, offsets, num_features, batch_size, slots, lengths, ids,
+                                             ids_capacity, splits, stream_, workspace_.get());
+  end_wait(ticket);
+  return n;
+}
+
+void CudaRankDevice::concat_bags(std::span<const BagPart> parts, int64_t bags_per_part, int64_t* ids_out,
+                                 int64_t* offsets_out) const {
+  cuda::concat_bags_cuda(parts, bags_per_part, ids_out, offsets_out, stream_);
 }
 
 void CudaRankDevice::kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in,
@@ -341,7 +395,7 @@ void CudaRankDevice::unpin_host(void* host, int64_t bytes) const noexcept {
 void CudaRankDevice::copy_rows(int64_t n, int64_t dim, const float* src, const float* src_alt, const int64_t* src_rows,
                                float* dst, float* dst_alt, const int64_t* dst_rows, bool wait) const {
   cuda::copy_rows_cuda(n, dim, src, src_alt, src_rows, dst, dst_alt, dst_rows, stream_);
-  if (wait) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (host rows written)");
+  if (wait) wait_stream("cudaStreamSynchronize (host rows written)");
 }
 
 void CudaRankDevice::low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim,
@@ -363,8 +417,10 @@ void CudaRankDevice::prepare_shard(int64_t rows, int64_t cols) const {
 }
 
 DeviceSyncCalls CudaRankDevice::sync_calls() const {
-  std::lock_guard lock(workspace_mutex_);
-  return {workspace_->allocs() + grad_workspace_->allocs(), workspace_->frees() + grad_workspace_->frees(), plans_->misses() + fp16_plans_->misses() + bf16_plans_->misses()};
+  std::scoped_lock lock(workspace_mutex_, deferred_mutex_);
+  return {workspace_->allocs() + grad_workspace_->allocs() + deferred_staging_->allocs(),
+          workspace_->frees() + grad_workspace_->frees() + deferred_staging_->frees(),
+          plans_->misses() + fp16_plans_->misses() + bf16_plans_->misses(), waits_made()};
 }
 
 void CudaRankDevice::lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,

@@ -55,6 +55,12 @@ class CudaRankDevice final : public RankDevice {
   /// are staged: the source may be reused at once).
   void to_device(void* dst, const void* src, int64_t bytes) const override;
   void to_host(void* dst, const void* src, int64_t bytes) const override;
+  /// cudaMemcpyAsync on the compute stream into pinned staging (cudaMallocHost, grow-only:
+  /// counted in sync_calls() when it grows); does not wait. take_deferred copies it out of the
+  /// staging, after a cudaStreamSynchronize only when no wait began since (deferred_ready).
+  void defer_to_host(const void* src, int64_t bytes) const override;
+  bool deferred_ready() const override;
+  void take_deferred(void* dst) const override;
   /// tbe_forward with the shard's prepared one-table plan and n_bags as the call's batch size
   /// (sum, the scale per bag), on the compute stream; does not wait (to_host does).
   void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets, int64_t n_bags,
@@ -114,13 +120,17 @@ class CudaRankDevice final : public RankDevice {
   /// cudaMallocAsync / cudaFreeAsync on the compute stream.
   void* scratch_alloc(int64_t bytes) const override;
   void scratch_free(void* p) const noexcept override;
-  /// bucketize_kjt_cuda on the compute stream; waits for it (its 8-byte count read back, counted).
+  /// bucketize_kjt_cuda on the compute stream, its scratch from the rank's workspace (grow-only:
+  /// no allocation once warm); waits for it (its 8-byte count read back, counted; the wait too).
   int64_t bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
                     std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
                     int64_t* splits) const override;
   /// kjt_permute_cuda on the compute stream, scratch from the backward's workspace; does not wait.
   void kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in, int64_t num_ids,
                    int64_t* ids_out, int64_t* offsets_out) const override;
+  /// concat_bags_cuda (cuda_bag_concat.h) on the compute stream; no scratch, does not wait.
+  void concat_bags(std::span<const BagPart> parts, int64_t bags_per_part, int64_t* ids_out,
+                   int64_t* offsets_out) const override;
   /// tbe_forward of A (its prepared rows x r plan) into p, then low_rank_project_cuda into out;
   /// on the compute stream, does not wait.
   void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
@@ -170,6 +180,15 @@ class CudaRankDevice final : public RankDevice {
   std::unique_ptr<GrowOnlyWorkspace> workspace_;   // tbe_backward_update's scratch, on stream_
   std::unique_ptr<GrowOnlyWorkspace> grad_workspace_;  // accumulate_update's gradient rows, on stream_
   double* loss_ = nullptr;  // bce_loss's result (cudaMalloc at construction), on stream_
+  // defer_to_host's pinned staging (grow-only), the bytes pending (-1: none) and the waits begun
+  // when it was queued (RankDevice::wait_mark)
+  mutable std::mutex deferred_mutex_;
+  std::unique_ptr<GrowOnlyWorkspace> deferred_staging_;
+  mutable int64_t deferred_bytes_ = -1;
+  mutable int64_t deferred_mark_ = 0;
+  // cudaStreamSynchronize(stream_), counted as a wait (begin_wait / end_wait); throws CudaError
+  // naming `what`
+  void wait_stream(const char* what) const;
 };
 
 /// Collectives on host buffers over an NCCL communicator: each call copies the send buffer to

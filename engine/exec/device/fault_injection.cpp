@@ -46,6 +46,14 @@ class FaultyDevice final : public RankDevice {
     maybe_fail("to_host");
     in_->to_host(dst, src, bytes);
   }
+  // a copy back too (injectable as to_host); taking it is not injectable (its wait may fail on
+  // a GPU as any wait does)
+  void defer_to_host(const void* src, int64_t bytes) const override {
+    maybe_fail("to_host");
+    in_->defer_to_host(src, bytes);
+  }
+  bool deferred_ready() const override { return in_->deferred_ready(); }
+  void take_deferred(void* dst) const override { in_->take_deferred(dst); }
   void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
               int64_t n_bags, const float* scale, float* out) const override {
     maybe_fail("lookup");
@@ -126,6 +134,10 @@ class FaultyDevice final : public RankDevice {
   void kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in, int64_t num_ids,
                    int64_t* ids_out, int64_t* offsets_out) const override {
     in_->kjt_permute(W, P, B, lengths_in, ids_in, num_ids, ids_out, offsets_out);
+  }
+  void concat_bags(std::span<const BagPart> parts, int64_t bags_per_part, int64_t* ids_out,
+                   int64_t* offsets_out) const override {
+    in_->concat_bags(parts, bags_per_part, ids_out, offsets_out);
   }
   void* pin_host(void* host, int64_t bytes, const std::string& what) const override {
     return in_->pin_host(host, bytes, what);

@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+#include <vector>
 #include <string>
 
 #include "embedscope/engine/model/dense.h"
@@ -12,6 +14,7 @@
 #include "embedscope/engine/kernels/sparse_grad_core.h"
 #include "embedscope/engine/kernels/dist_pack_core.h"
 #include "embedscope/engine/kernels/kjt_permute_core.h"
+#include "embedscope/engine/kernels/bag_concat_core.h"
 
 namespace embedscope::engine::detail {
 
@@ -30,7 +33,7 @@ class HostRankDevice final : public RankDevice {
   // The host kernels need no plan: the cache holds the shape itself, so that the stand-in checks
   // what the GPU relies on (every shard prepared at setup, no plan built in a step).
   void prepare_shard(int64_t rows, int64_t cols) const override { plans_.prepare({rows, cols}); }
-  DeviceSyncCalls sync_calls() const override { return {0, 0, plans_.misses()}; }
+  DeviceSyncCalls sync_calls() const override { return {0, 0, plans_.misses(), waits_made()}; }
   void* comm_alloc(int64_t bytes) const override {
     check_bound("comm_alloc");
     return comm_->comm_alloc(bytes);
@@ -76,6 +79,26 @@ class HostRankDevice final : public RankDevice {
     check_bound("to_host");
     count_copy(false, bytes);
     copy(dst, src, bytes);
+    if (bytes > 0) wait();  // as the GPU's cudaStreamSynchronize
+  }
+  // The copy is made at once (host memory), but counted as the GPU's: ready only after a wait
+  // for the stream began later, so the stand-in checks where the GPU's bytes would be missing.
+  void defer_to_host(const void* src, int64_t bytes) const override {
+    check_bound("defer_to_host");
+    if (deferred_) throw std::logic_error("defer_to_host: the last deferred copy was not taken");
+    if (bytes < 0) throw std::invalid_argument("defer_to_host: " + std::to_string(bytes) + " bytes");
+    count_copy(false, bytes);
+    const auto* p = static_cast<const char*>(src);
+    deferred_.emplace(p, p + bytes);
+    deferred_mark_ = wait_mark();
+  }
+  bool deferred_ready() const override { return deferred_ && waited_since(deferred_mark_); }
+  void take_deferred(void* dst) const override {
+    check_bound("take_deferred");
+    if (!deferred_) throw std::logic_error("take_deferred: no deferred copy is pending");
+    if (!waited_since(deferred_mark_)) wait();
+    if (!deferred_->empty()) std::memcpy(dst, deferred_->data(), deferred_->size());
+    deferred_.reset();
   }
   void lookup(const float* weights, int64_t rows, int64_t cols, const int64_t* ids, const int64_t* offsets,
               int64_t n_bags, const float* scale, float* out) const override {
@@ -155,6 +178,7 @@ class HostRankDevice final : public RankDevice {
     }
     apply_row_optimizer_encoded(opt, iteration, sh.data_type, sh.rows, sh.cols, state, g,
                                 sh.data_type == TableDataType::fp32 ? nullptr : err, sh.sr);
+    if (n > 0 && sh.cols > 0 && err && sh.data_type != TableDataType::fp32) wait();  // the GPU reads the errors back
   }
   void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
                       float* y) const override {
@@ -169,7 +193,9 @@ class HostRankDevice final : public RankDevice {
   double bce_loss(int64_t B, const float* logits, const float* labels, float* dlogits) const override {
     check_bound("bce_loss");
     count_copy(false, static_cast<int64_t>(sizeof(double)));  // the loss back, as the GPU's
-    return engine::bce_with_logits(B, logits, labels, dlogits);
+    const double loss = engine::bce_with_logits(B, logits, labels, dlogits);
+    wait();  // the GPU waits for the loss
+    return loss;
   }
   void sgd_step(int64_t n, float lr, const float* grad, float* params) const override {
     check_bound("sgd_step");
@@ -194,6 +220,7 @@ class HostRankDevice final : public RankDevice {
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
                   static_cast<size_t>(width_bytes));
+    if (kind == CopyKind::device_to_host) wait();  // as the GPU's
   }
   void scale_copy_2d(int64_t rows, int64_t width, const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
                      float s) const override {
@@ -220,6 +247,7 @@ class HostRankDevice final : public RankDevice {
                     int64_t* splits) const override {
     check_bound("bucketize");
     count_copy(false, static_cast<int64_t>(sizeof(int64_t)));  // the count read back, as the GPU's
+    wait();                                                       // for which the GPU waits
     if (num_features < 0 || batch_size < 0)
       throw std::invalid_argument("bucketize: num_features " + std::to_string(num_features) + " and batch_size " +
                                   std::to_string(batch_size) + " must be >= 0");
@@ -240,13 +268,19 @@ class HostRankDevice final : public RankDevice {
     check_bound("kjt_permute");
     kjt_permute_core::permute(W, P, B, lengths_in, ids_in, num_ids, ids_out, offsets_out);
   }
+  void concat_bags(std::span<const BagPart> parts, int64_t bags_per_part, int64_t* ids_out,
+                   int64_t* offsets_out) const override {
+    check_bound("concat_bags");
+    bag_concat_core::concat(parts, bags_per_part, ids_out, offsets_out);
+  }
   // host memory is the device's: nothing to pin, the rows copied by the CPU reference
   void* pin_host(void* host, int64_t, const std::string&) const override { return host; }
   void unpin_host(void*, int64_t) const noexcept override {}
   void copy_rows(int64_t n, int64_t dim, const float* src, const float* src_alt, const int64_t* src_rows, float* dst,
-                 float* dst_alt, const int64_t* dst_rows, bool) const override {
+                 float* dst_alt, const int64_t* dst_rows, bool wait_for_it) const override {
     check_bound("copy_rows");
     engine::copy_rows(n, dim, src, src_alt, src_rows, dst, dst_alt, dst_rows);
+    if (wait_for_it) wait();  // the GPU's cudaStreamSynchronize
   }
   // the host kernels themselves (bit for bit the cpu backend's); p is not needed there
   void low_rank_lookup(const float* a, int64_t rows, int64_t r, const float* b, int64_t dim, const int64_t* ids,
@@ -275,8 +309,12 @@ class HostRankDevice final : public RankDevice {
           (tl_bound_device < 0 ? std::string("no device") : "device " + std::to_string(tl_bound_device)) +
           " (RankDevice::bind_thread first: on a GPU its stream belongs to another current device)");
   }
+  // A wait for the compute stream, counted as the GPU's (nothing to wait for: host memory).
+  void wait() const { end_wait(begin_wait()); }
   int device_;
   std::unique_ptr<IntraDeviceOps> comm_;
+  mutable std::optional<std::vector<char>> deferred_;  // defer_to_host's bytes until taken
+  mutable int64_t deferred_mark_ = 0;
   mutable ShardPlanCache<ShardShape> plans_{[](const ShardShape& s) { return std::make_unique<ShardShape>(s); }};
   static void copy(void* dst, const void* src, int64_t bytes) {
     if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
@@ -332,14 +370,17 @@ std::unique_ptr<HostCacheDevice> host_cache_device(const RankDevice& device) {
 int64_t host_cache_copy_calls() { return g_host_cache_copy_calls.load(); }
 
 namespace {
-std::atomic<int64_t> g_warmup_sync_calls{0}, g_measured_sync_calls{0};
+std::atomic<int64_t> g_warmup_sync_calls{0}, g_measured_sync_calls{0}, g_warmup_waits{0}, g_measured_waits{0};
 }  // namespace
 
-void add_step_sync_calls(bool measured, int64_t calls) {
+void add_step_sync_calls(bool measured, int64_t calls, int64_t waits) {
   (measured ? g_measured_sync_calls : g_warmup_sync_calls).fetch_add(calls);
+  (measured ? g_measured_waits : g_warmup_waits).fetch_add(waits);
 }
 
-StepSyncCallTotals step_sync_call_totals() { return {g_warmup_sync_calls.load(), g_measured_sync_calls.load()}; }
+StepSyncCallTotals step_sync_call_totals() {
+  return {g_warmup_sync_calls.load(), g_measured_sync_calls.load(), g_warmup_waits.load(), g_measured_waits.load()};
+}
 
 namespace {
 // Process-wide running CopyTotals.

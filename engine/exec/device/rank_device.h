@@ -16,6 +16,7 @@
 #include "comm/local/local_comm.h"
 #include "exec/device/shard_plan_cache.h"
 #include "embedscope/engine/input/bucketize.h"
+#include "embedscope/engine/kernels/bag_concat_core.h"
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/quant/quant.h"
 #include "embedscope/engine/quant/row_codec.h"
@@ -39,6 +40,9 @@ struct EncodedShardView {
   void* state2 = nullptr;
   const StochasticRoundingKey* sr = nullptr;
 };
+
+/// One part of RankDevice::concat_bags: a slot's ids and offsets on the device.
+using BagPart = bag_concat_core::Part;
 
 /// Host<->device copies and their bytes, counted by kind (the two totals below).
 struct CopyTotals {
@@ -71,14 +75,34 @@ class RankDevice : public IntraDeviceOps {
   virtual std::unique_ptr<DeviceAllocator> make_allocator(AllocatorConfig config) const = 0;
   /// Host to device; in order with the device's work.
   virtual void to_device(void* dst, const void* src, int64_t bytes) const = 0;
-  /// Device to host; returns when the bytes are there.
+  /// Device to host; returns when the bytes are there (a wait for the compute stream, counted
+  /// in sync_calls().waits; nothing for bytes <= 0).
   virtual void to_host(void* dst, const void* src, int64_t bytes) const = 0;
+  /// A device-to-host copy that does not wait: `bytes` of src (device memory) go to a host
+  /// staging buffer of the device, in order with the device's work so far (on a GPU
+  /// cudaMemcpyAsync on the compute stream into pinned memory of a grow-only block, whose growth
+  /// counts in sync_calls() as a workspace's). Counted in copies() now. The bytes are read with
+  /// take_deferred, which waits only when the host has not waited for the compute stream since
+  /// (deferred_ready()): the embedding backward's distinct-row counts are read where the host
+  /// waits anyway (the next step's first wait), not with a wait of their own. One at a time:
+  /// throws std::logic_error while an earlier one is not taken, or for bytes < 0.
+  virtual void defer_to_host(const void* src, int64_t bytes) const = 0;
+  /// Whether the deferred copy is on the host: a wait for the compute stream (to_host,
+  /// bucketize, ...) began after it was queued and has ended. false when none is pending.
+  virtual bool deferred_ready() const = 0;
+  /// The deferred copy's bytes into dst, which ends it; waits for the compute stream first
+  /// unless deferred_ready() (that wait counted in sync_calls().waits). Throws std::logic_error
+  /// when none is pending.
+  virtual void take_deferred(void* dst) const = 0;
   /// Builds the lookup / update plan of a shard of rows x cols (ShardPlanCache) at setup, so
   /// that no step builds one; the rank calls it for every shard it holds before the first step.
   virtual void prepare_shard(int64_t rows, int64_t cols) const = 0;
   /// The device-synchronizing calls made inside lookup / update / the linear layers so far
   /// (DeviceSyncCalls: scratch cudaMalloc / cudaFree, plans built in a step). After warm-up a
-  /// step adds none (Rank::main records the steps' increments: step_sync_call_totals).
+  /// step adds none (Rank::main records the steps' increments: step_sync_call_totals). Its
+  /// `waits`: every host wait for the compute stream so far - to_host, a copy_2d to the host,
+  /// bce_loss's loss, bucketize's count, copy_rows with `wait`, update_encoded's errors and a
+  /// take_deferred that had to wait (the comm worker's waits for the comm stream are not counted).
   virtual DeviceSyncCalls sync_calls() const = 0;
   /// pooled_lookup (kernels.h) of one shard: every pointer is device memory; offsets n_bags + 1
   /// from 0; out: n_bags x cols; scale: per bag or nullptr. Asynchronous on a GPU: ordered
@@ -196,8 +220,9 @@ class RankDevice : public IntraDeviceOps {
   /// `slots` from the host. Writes lengths (slots x batch_size), ids (slot-major, then bag, then
   /// input order; at most ids_capacity) and splits (per slot: its ids), all int64 device memory,
   /// and returns the number of ids written. The input dist on the device (issue 14,
-  /// exec/threaded/rank_input.cpp). On a GPU bucketize_kjt_cuda on the compute stream, which
-  /// waits for it to read that number back (one 8-byte copy, counted in copies()); the stand-in:
+  /// exec/threaded/rank_input.cpp). On a GPU bucketize_kjt_cuda on the compute stream, its
+  /// scratch from the rank's grow-only workspace (no allocation once warm), which waits for it
+  /// to read that number back (one 8-byte copy, counted in copies(), and one wait); the stand-in:
   /// bucketize_kjt, the host reference. Throws std::invalid_argument for a slot feature outside
   /// [0, num_features) and std::length_error when the ids do not fit ids_capacity.
   virtual int64_t bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
@@ -221,6 +246,16 @@ class RankDevice : public IntraDeviceOps {
   /// up to num_ids).
   virtual void kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in,
                            int64_t num_ids, int64_t* ids_out, int64_t* offsets_out) const = 0;
+  /// bag_concat_core::concat (kernels/bag_concat_core.h) on device memory: the parts' ids (each
+  /// part's bags_per_part bags, its offsets from 0 - one slot's, as kjt_permute left them)
+  /// concatenated into ids_out (the parts' num_ids together) and offsets_out (parts x
+  /// bags_per_part + 1, from 0, each part's rebased by the ids before it): the ids and offsets
+  /// accumulate_update reads for a shard that several local slots read. On a GPU
+  /// concat_bags_cuda on the compute stream, asynchronous, as lookup; the stand-in: concat(),
+  /// which also checks that each part's offsets run from 0 to its num_ids (std::invalid_argument
+  /// otherwise; the GPU does not check). Throws std::invalid_argument for a negative size.
+  virtual void concat_bags(std::span<const BagPart> parts, int64_t bags_per_part, int64_t* ids_out,
+                           int64_t* offsets_out) const = 0;
   /// low_rank_pooled_lookup (kernels/low_rank.h) of a factorized shard on device memory: A
   /// (rows x r) looked up into p (n_bags x r: the scaled sums of A rows; the shard's prepared
   /// rows x r plan), then out = p B (B: r x dim; out: n_bags x dim). On a GPU tbe_forward and
@@ -257,9 +292,27 @@ class RankDevice : public IntraDeviceOps {
     (to_device ? h2d_ : d2h_).fetch_add(1);
     (to_device ? h2d_bytes_ : d2h_bytes_).fetch_add(bytes);
   }
+  /// A host wait for the compute stream: begin_wait() right before blocking, end_wait(its
+  /// ticket) once the stream's work is done. Counted in waits_made(); any copy queued on the
+  /// stream before begin_wait is then on the host (waited_since).
+  int64_t begin_wait() const { return wait_begun_.fetch_add(1) + 1; }
+  void end_wait(int64_t ticket) const {
+    int64_t done = wait_done_.load();
+    while (done < ticket && !wait_done_.compare_exchange_weak(done, ticket)) {
+    }
+    waits_.fetch_add(1);
+  }
+  /// The waits begun so far: a deferred copy queued now is on the host once waited_since(mark).
+  int64_t wait_mark() const { return wait_begun_.load(); }
+  /// A wait that began after `mark` (wait_mark()) has ended.
+  bool waited_since(int64_t mark) const { return wait_done_.load() > mark; }
+  /// The waits ended so far (DeviceSyncCalls::waits).
+  int64_t waits_made() const { return waits_.load(); }
 
  private:
   mutable std::atomic<int64_t> h2d_{0}, d2h_{0}, h2d_bytes_{0}, d2h_bytes_{0};
+  // waits begun (each one's ticket), the largest ticket of an ended one, the waits ended
+  mutable std::atomic<int64_t> wait_begun_{0}, wait_done_{0}, waits_{0};
 };
 
 /// The HostCacheDevice (model/host_cache.h) of a rank's device: its to_device / to_host /
@@ -287,14 +340,17 @@ std::unique_ptr<RankDevice> host_rank_device(int device = 0);
 /// The device-synchronizing calls (DeviceSyncCalls::total) the steps of this process's runs
 /// added, over every rank's device: `warmup` in warm-up steps (the plans and workspaces may
 /// still grow there), `measured` in measured steps (0 when every step reuses what warm-up set
-/// up: the check of issue 14's "no cudaMalloc / cudaFree in the step"). Process-wide running
-/// totals: a test reads them before and after a run.
+/// up: the check of issue 14's "no cudaMalloc / cudaFree in the step"); `warmup_waits` and
+/// `measured_waits` the same for the host's waits for the compute stream (DeviceSyncCalls::waits).
+/// Process-wide running totals: a test reads them before and after a run.
 struct StepSyncCallTotals {
   int64_t warmup = 0;
   int64_t measured = 0;
+  int64_t warmup_waits = 0;
+  int64_t measured_waits = 0;
 };
-/// Adds `calls` to the warm-up or the measured total (Rank::main, after each step).
-void add_step_sync_calls(bool measured, int64_t calls);
+/// Adds `calls` and `waits` to the warm-up or the measured totals (Rank::main, after each step).
+void add_step_sync_calls(bool measured, int64_t calls, int64_t waits = 0);
 StepSyncCallTotals step_sync_call_totals();
 
 /// The host<->device copies a resident dense part (model/dense_device.h) made in the measured
@@ -305,10 +361,10 @@ StepSyncCallTotals step_sync_call_totals();
 using DenseCopyTotals = CopyTotals;
 /// The host<->device copies of the embedding update on the device path in the measured steps of
 /// this process's runs, over every rank (Rank::device_update, Rank::device_accumulate_updates):
-/// each to_device / to_host call one. Before issue 14's device accumulation every shard update
-/// copied its gradient rows, offsets and values (3 copies); now one packed copy per shard and one
-/// read of the steps' distinct-row counts. Process-wide running totals (a test reads them before
-/// and after a run).
+/// each to_device / to_host / defer_to_host call one. Before issue 14's device accumulation every
+/// shard update copied its gradient rows, offsets and values (3 copies); now one packed copy per
+/// shard and one read of the steps' distinct-row counts (deferred: no wait of its own).
+/// Process-wide running totals (a test reads them before and after a run).
 using SparseGradCopyTotals = CopyTotals;
 /// Adds copies (Rank, in measured steps).
 void add_sparse_grad_copies(const SparseGradCopyTotals& c);

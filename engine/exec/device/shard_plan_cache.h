@@ -77,11 +77,15 @@ class ShardPlanCache {
 /// since it was created: cudaMalloc / cudaFree of its own scratch (workspace growth) and plans
 /// built in a step (ShardPlanCache misses; each is a cudaMalloc pair, a cudaMemcpy and, when
 /// replaced, a cudaFree). The blocks of the rank's arena (its DeviceAllocator) are not counted
-/// here: the allocator's own statistics (segments) say when it asked the driver.
+/// here: the allocator's own statistics (segments) say when it asked the driver. `waits`
+/// counts what blocks the rank's thread rather than the device: the host's waits for the rank's
+/// compute stream (cudaStreamSynchronize after a copy back, RankDevice::begin_wait); it is kept
+/// apart from total(), which stays the device-wide count.
 struct DeviceSyncCalls {
   int64_t allocs = 0;       ///< cudaMalloc of scratch (workspace growth)
   int64_t frees = 0;        ///< cudaFree of scratch (replaced by a larger block)
   int64_t plan_misses = 0;  ///< plans built inside a step
+  int64_t waits = 0;        ///< host waits for the compute stream (not in total())
   int64_t total() const { return allocs + frees + plan_misses; }
 };
 

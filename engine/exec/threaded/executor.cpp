@@ -135,7 +135,10 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
         std::lock_guard<std::mutex> lock(sh.mu);
         sh.errors.push_back(std::move(err));
       }
-      if (!vanished && rank_failed) rank.record_memory_at_failure();  // what the rank held when the run ended
+      if (!vanished && rank_failed) {
+        rank.write_held_records_at_failure();  // the steps whose records waited for their distinct-row counts
+        rank.record_memory_at_failure();       // what the rank held when the run ended
+      }
       std::unique_lock<std::mutex> lock(sh.mu);
       ++sh.finished;
       sh.cv.notify_all();

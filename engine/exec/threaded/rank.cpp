@@ -2,6 +2,7 @@
 // program op by op, memory records.
 #include "rank.h"
 #include "program/pipeline_fill.h"
+#include <utility>
 
 #include "embedscope/engine/input/bucketize.h"
 #include "embedscope/engine/sharding/plan_json.h"
@@ -593,8 +594,10 @@ void Rank::main() {
     if (it >= 0 && it < total) program_of(it);
   const int64_t samples_per_step = L_.B * L_.world;
   int64_t measured_ns = 0;
-  // the device-synchronizing calls each step's device ops made (detail::add_step_sync_calls)
+  // the device-synchronizing calls and host waits each step's device ops made
+  // (detail::add_step_sync_calls)
   int64_t sync_calls_seen = gpu_ ? gpu_->sync_calls().total() : 0;
+  int64_t waits_seen = gpu_ ? gpu_->sync_calls().waits : 0;
   detail::DenseCopyTotals dense_copies_seen = dense_device_ ? dense_device_->counted() : detail::DenseCopyTotals{};
   detail::CopyTotals copies_seen = gpu_ ? gpu_->copies() : detail::CopyTotals{};
   for (int64_t it = 0; it < total; ++it) {
@@ -608,10 +611,14 @@ void Rank::main() {
     const int64_t t0 = sh_.tracer.now_ns();
     step_start_ns_ = t0;
     const bool stop = step(it);
+    // an earlier step's distinct-row counts not taken in this one (it ran no embedding backward
+    // on the device): taken now, inside the step (a wait, counted, if the step made none)
+    if (deferred_counts_ && deferred_counts_->step != step_of(it)) take_deferred_counts();
     if (gpu_) {
-      const int64_t calls = gpu_->sync_calls().total();
-      detail::add_step_sync_calls(it >= sh_.spec.warmup_steps, calls - sync_calls_seen);
-      sync_calls_seen = calls;
+      const detail::DeviceSyncCalls now = gpu_->sync_calls();
+      detail::add_step_sync_calls(it >= sh_.spec.warmup_steps, now.total() - sync_calls_seen, now.waits - waits_seen);
+      sync_calls_seen = now.total();
+      waits_seen = now.waits;
     }
     if (dense_device_) {  // the resident dense part's host<->device copies of a measured step
       const detail::DenseCopyTotals now = dense_device_->counted();
@@ -652,14 +659,10 @@ void Rank::main() {
       load.reserve(load_.size() + fill_load_.size());
       for (const auto& [key, c] : load_) load.push_back(c);
       for (const auto& [key, c] : fill_load_) load.push_back(c);  // the pipeline's fill (rank.h)
-      std::vector<sessions::IdHistogramBucket> histogram;
-      while (!histogram_unwritten_.empty() && histogram_unwritten_.begin()->first <= it) {
-        auto changed = histogram_written_.add_changed(histogram_unwritten_.begin()->second, me_);
-        histogram.insert(histogram.end(), changed.begin(), changed.end());
-        histogram_unwritten_.erase(histogram_unwritten_.begin());
-      }
-      sh_.session->add_step_records({step_of(it), me_, t0, t1, last_loss_, arena_.in_use(), arena_.peak()}, load,
-                                    histogram);
+      std::vector<sessions::IdHistogramBucket> histogram = std::exchange(histogram_pending_, {});
+      // held while the step's distinct-row counts are on their way (rank_deferred.cpp)
+      write_step_records({{step_of(it), me_, t0, t1, last_loss_, arena_.in_use(), arena_.peak()}, std::move(load),
+                          std::move(histogram)});
       record_memory(step_of(it), "step", false);
     }
     // a session that can no longer be written (a full disk): stop here, the steps committed kept
@@ -686,6 +689,7 @@ void Rank::main() {
     }
     if (it >= sh_.spec.warmup_steps) after_step_rebalance(step_of(it), it + 1 == total);  // rank_rebalance.cpp
   }
+  finish_deferred_counts();  // the last step's counts (a wait after the steps if none came) and its records
   if (sh_.spec.rebalance.enabled() && sh_.opt.process.rank >= 0) world_load_all_gather(current_step_.load());
   // the session's id histogram was written with each step's records (above): a batch input
   // ahead of a cancelled run's last step was not trained, and is not in it

@@ -13,8 +13,9 @@
 // one after another (a batch's input dist, its output dist) go to the comm worker as one job.
 // The files: rank.cpp (setup, the step loop), rank_dist.cpp (the dispatch to the owners,
 // queueing comm ops, sync points, the output dist's finish), rank_input.cpp (input, input dist,
-// kjt_permute, lookup, prefetch) and rank_train.cpp (dense part, DDP buckets, embedding and
-// dense optimizers).
+// kjt_permute, lookup, prefetch), rank_train.cpp (dense part, DDP buckets, embedding and
+// dense optimizers) and rank_deferred.cpp (the step records that wait for the embedding
+// backward's distinct-row counts from the device).
 
 #include "embedscope/engine/input/source.h"
 #include <algorithm>
@@ -33,6 +34,7 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -188,6 +190,9 @@ struct LocalShard {
 struct Inflight : sharding::ModuleBatch {
   int64_t it = -1;  // the batch's iteration (warmup included)
   Batch batch;
+  // a run with a session: the batch's ids over its tables' row buckets, until its lookup adds
+  // them to the session's histogram (Rank::lookup)
+  std::optional<IdHistogram> ids_histogram;
   std::vector<int64_t> off;
   // input dist: what is sent, and what is received (into host vectors on the comm thread)
   std::vector<int64_t> send_splits, send_counts_splits, recv_counts_splits, send_lengths, send_ids, send_ids_counts;
@@ -347,6 +352,40 @@ class Rank final : public sharding::RankContext {
   /// The dense gradients (and the loss) all-reduced, averaged, applied; the batch's gradients
   /// freed. Sets stop_ (the cancel vote) and b.trained; throws when the loss is not finite.
   void dense_optimizer(Inflight& b);
+  // ---- the embedding backward's distinct-row counts, read without a wait (rank_deferred.cpp) ---
+  /// A step's session records: its row, its load counters, the id-histogram buckets it changed.
+  struct StepRecords {
+    sessions::StepMetric row;
+    std::vector<sessions::LoadCounter> load;
+    std::vector<sessions::IdHistogramBucket> histogram;
+  };
+  /// The counts of distinct rows of one step's shards accumulated on the device (their load
+  /// counters' unique_ids), copied back by RankDevice::defer_to_host once the embedding backward
+  /// is queued and taken where the host waits for the device anyway: in the next step's
+  /// embedding backward (after its first wait), else at that step's end or the run's end. The
+  /// step's records wait here when the step ended first.
+  struct DeferredCounts {
+    int64_t step = 0;
+    bool measured = false;
+    std::vector<std::tuple<size_t, int, int>> shards;  // (index into the counts, table, shard index)
+    size_t num_counts = 0;
+    std::optional<StepRecords> records;
+  };
+  std::optional<DeferredCounts> deferred_counts_;
+  std::vector<StepRecords> records_ready_;  // held records whose counts came, to be written in order
+  /// Queues the read of `counts` (device memory; `shards` says whose count is where) after
+  /// taking an earlier step's (take_deferred_counts).
+  void defer_counts(DeviceBuffer<int64_t>& counts, std::vector<std::tuple<size_t, int, int>> shards);
+  /// Takes the pending counts, if any (RankDevice::take_deferred: waits only when the host made
+  /// no wait since they were queued): each shard's load counter's unique_ids (in the held records,
+  /// else this step's counter) and, in a measured step, summary.unique_ids.
+  void take_deferred_counts();
+  /// Writes the records ready (records_ready_), then `rec` unless its step's counts are pending
+  /// (then held until taken). With a session only.
+  void write_step_records(StepRecords rec);
+  /// After the last step: take_deferred_counts and the records ready written.
+  void finish_deferred_counts();
+  void write_ready_records();  // records_ready_ into the session (if any), in order
   sessions::LoadCounter& load_of(int table, int shard_index);
   /// Adds a host / host_cached shard's transfers (model/host_cache.h) to its load counter, and
   /// in a measured step to table_transfers.
@@ -442,9 +481,9 @@ class Rank final : public sharding::RankContext {
   /// sent again after a live rebalance (input_dist_again) takes the host path.
   bool input_dist_on_device() const;
   /// With the device input dist: whether local slot k's ids and offsets are copied back to the
-  /// host (Inflight::slot_host): unless its shard accumulates its gradients on the device from
-  /// its one local slot (accumulates_on_device, no module applies its gradients), the backward
-  /// builds the slot's sparse gradient from host ids.
+  /// host (Inflight::slot_host): unless its shard accumulates its gradients on the device
+  /// (accumulates_on_device, no module applies its gradients; from one local slot or several),
+  /// the backward builds the slot's sparse gradient from host ids.
   bool slot_ids_on_host(size_t local_slot) const;
   void device_copy(void* dst, const void* src, int64_t bytes) override { device_or_throw().copy_on_device(dst, src, bytes); }
   void device_copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width_bytes,
@@ -576,18 +615,21 @@ class Rank final : public sharding::RankContext {
   /// scales and pooled-output gradients) packed into one buffer and copied to the device once,
   /// then RankDevice::accumulate_update (accumulation and row optimizer there) with the shard's
   /// count of distinct rows written to *d_count (device memory; the caller reads every shard's
-  /// count with one copy after the loop). Slots whose gradients the gradient dist left on the
+  /// count with one copy after the loop, which does not wait: defer_counts). Slots whose
+  /// gradients the gradient dist left on the
   /// device (slot_grad_on_device) are copied there device to device: only ids, offsets and
   /// scales cross. Bit-equal to accumulate_sparse_grad per slot,
   /// merge_sparse_grads and apply_row_optimizer.
   void device_accumulate_update(LocalShard& ls, const std::vector<size_t>& ks, Inflight& b, int64_t iteration,
                                 int64_t* d_count);
-  /// device_accumulate_update of a shard read by the one local slot k whose ids and offsets the
-  /// device input dist left on the device (Inflight::kjt_dev, !slot_host[k]): they are read
-  /// where kjt_permute wrote them, the gradients where the gradient dist left them
-  /// (slot_grad_on_device); only the scales (mean pooling) and host gradients cross, in one copy.
-  void device_accumulate_update_from_device_ids(LocalShard& ls, size_t k, Inflight& b, int64_t iteration,
-                                                int64_t* d_count);
+  /// device_accumulate_update of a shard read by local slots `ks` whose ids and offsets the
+  /// device input dist left on the device (Inflight::kjt_dev, !slot_host[k]): one slot's are read
+  /// where kjt_permute wrote them; several slots' are concatenated there (RankDevice::concat_bags)
+  /// into the block the host path packs. The gradients are read or copied where the gradient dist
+  /// left them (slot_grad_on_device); only the scales (mean pooling) and host gradients cross, in
+  /// one copy.
+  void device_accumulate_update_from_device_ids(LocalShard& ls, const std::vector<size_t>& ks, Inflight& b,
+                                                int64_t iteration, int64_t* d_count);
   /// On the device: low_rank_backward of a factorized shard (RankDevice::low_rank_backward from
   /// A and B there); returns {dA, dB} on the host, as low_rank_backward does.
   std::pair<SparseGrad, SparseGrad> device_low_rank_backward(LocalShard& ls, const SparseGrad& g);
@@ -649,11 +691,14 @@ class Rank final : public sharding::RankContext {
   std::atomic<bool> comm_fill_{false};
   std::atomic<int64_t> fill_bytes_sent_{0}, fill_bytes_received_{0};  // the fill's records' bytes
   IdHistogram id_histogram_{sh_.spec};  // ids over row buckets, measured steps
-  // the measured batches' ids not yet in the session, by batch iteration (a pipeline inputs a
-  // batch a step ahead), and the totals written so far: each step end writes the buckets its
-  // batch changed with the step's records (tester49 F16)
-  std::map<int64_t, IdHistogram> histogram_unwritten_;
+  // the session's id histogram: the totals so far of the batches looked up in counted steps, and
+  // the buckets those lookups changed in this step, written with the step's records (tester49 F16)
   IdHistogram histogram_written_ = id_histogram_.zeroed();
+  std::vector<sessions::IdHistogramBucket> histogram_pending_;
+  // whether measured step `step` is one of the pipeline's drain steps, which `stats` leaves out of
+  // every count: the last pipeline_drain_steps of the planned steps, when there are more
+  // (sessions/analysis/counted_steps.h drain_steps_left_out)
+  bool drain_step(int64_t step) const;
   int64_t step_ = 0;        // the step being run (spans, load counters)
   bool measured_ = false;   // it is a measured step (not warmup)
   std::map<int64_t, std::unique_ptr<Inflight>> inflight_;  // batches started, by iteration
@@ -703,6 +748,9 @@ class Rank final : public sharding::RankContext {
   // history of the step the rank was in, unless they were written (at the step's end or at its
   // OOM). Without them a rank that held its weights when another rank ran out of memory in the
   // warm-up had no counter at all, and the summary read "peak reserved 0 B" for it.
+  /// After a failed run: the counts still pending taken if the device can (else the held
+  /// records keep 0 distinct rows for those shards) and the held records written. Never throws.
+  void write_held_records_at_failure() noexcept;
   void record_memory_at_failure() {
     if (sh_.session && memory_step_ != current_step_.load()) record_counters(current_step_.load());
   }

@@ -2,6 +2,7 @@
 // the pooled lookup of every local shard (and the modules' local lookups), the prefetch.
 #include "rank.h"
 #include "embedscope/engine/input/bucketize.h"
+#include "embedscope/sessions/analysis/counted_steps.h"
 #include "embedscope/sessions/model/hot_row_replica.h"
 
 namespace embedscope::engine::threaded {
@@ -37,14 +38,17 @@ void Rank::input(Inflight& b) {
   b.off = b.batch.kjt.offsets();
   b.local = local_batch(b);  // what the sharding modules' ops read of it
   b.lengths = &b.batch.kjt.lengths;
-  if (it >= spec.warmup_steps) {  // the batch of a measured step
-    id_histogram_.add(spec, b.batch.kjt);
-    if (sh_.session) {
-      auto at = histogram_unwritten_.find(it);
-      if (at == histogram_unwritten_.end()) at = histogram_unwritten_.emplace(it, histogram_written_.zeroed()).first;
-      at->second.add(spec, b.batch.kjt);
-    }
+  if (it >= spec.warmup_steps) id_histogram_.add(spec, b.batch.kjt);  // the live rebalance's: measured batches so far
+  if (sh_.session) {  // the session's: counted with the step that looks the batch up (lookup(Inflight&))
+    b.ids_histogram = histogram_written_.zeroed();
+    b.ids_histogram->add(spec, b.batch.kjt);
   }
+}
+
+bool Rank::drain_step(int64_t step) const {
+  const int64_t drain = sessions::drain_steps_left_out(
+      sh_.spec.steps, sessions::pipeline_drain_steps(to_string(sh_.spec.pipeline)));
+  return drain > 0 && step >= sh_.spec.steps - drain;
 }
 
 void Rank::bucketize(Inflight& b, bool again) {
@@ -157,12 +161,8 @@ bool Rank::input_dist_on_device() const {
 bool Rank::slot_ids_on_host(size_t local_slot) const {
   const auto& mine = L_.slots_to[static_cast<size_t>(me_)];
   const Slot& sl = L_.slots[static_cast<size_t>(mine.at(local_slot))];
-  auto same_shard = [&](const Slot& o) {
-    return o.table == sl.table && o.s.row_offset == sl.s.row_offset && o.s.col_offset == sl.s.col_offset;
-  };
-  const auto readers = std::count_if(mine.begin(), mine.end(),
-                                     [&](int k) { return same_shard(L_.slots[static_cast<size_t>(k)]); });
-  if (readers != 1) return true;  // the backward packs several slots' ids of one shard on the host
+  // a shard several local slots read (a table read by two features) concatenates their ids on
+  // the device (RankDevice::concat_bags): the same rule as one slot's
   for (const auto& ls : shards)
     if (ls.table == sl.table && ls.s.row_offset == sl.s.row_offset && ls.s.col_offset == sl.s.col_offset)
       return !accumulates_on_device(ls) ||
@@ -410,6 +410,16 @@ void Rank::lookup(Inflight& b) {
     ~FillScope() { on = false; }
   } fill{fill_lookup_};
   fill_lookup_ = measured_ && spec.pipeline == PipelineKind::semi_sync && b.it == step_ + spec.warmup_steps;
+  // The batch's ids go to the session's id histogram with the load counters of the step that
+  // looks it up, where `stats` counts that step's lookups (sessions/analysis/counted_steps.h): a
+  // measured step's, neither the pipeline's fill (counted as warm-up) nor a drain step's, so that
+  // its ids per table are the counted steps' ids looked up (a semi_sync run of 10 steps counted
+  // 10 batches, where stats and the Load page count the 8 looked up in steps 0-7). Once a batch.
+  if (b.ids_histogram && measured_ && !fill_lookup_ && !drain_step(step_)) {
+    auto changed = histogram_written_.add_changed(*b.ids_histogram, me_);
+    histogram_pending_.insert(histogram_pending_.end(), changed.begin(), changed.end());
+  }
+  b.ids_histogram.reset();
   // Shards in host memory: ONE gather a batch over the ids of all the shard's local slots, as
   // FBGEMM looks up every feature of a TBE in one call: a row that two features of the batch name
   // is one hit or one miss, fetched once (model/host_cache.h; the simulated executor counts the

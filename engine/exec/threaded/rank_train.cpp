@@ -92,6 +92,7 @@ void Rank::backward_fused_optimizer(Inflight& b) {
   ScopedSpan span(sh_.tracer, me_, Lane::compute, OpCategory::optimizer, "backward_fused_optimizer", step_);
   // shards accumulated and updated on the device (accumulates_on_device): their counts of
   // distinct rows land in `counts` (device memory, one per shard), read with one copy at the end
+  // that does not wait (defer_counts)
   DeviceBuffer<int64_t> counts;
   std::vector<size_t> on_device;  // indices into shards
   for (size_t si = 0; si < shards.size(); ++si) {
@@ -125,22 +126,17 @@ void Rank::backward_fused_optimizer(Inflight& b) {
   }
   if (on_device.empty()) return;
   // the distinct rows of the device's shards (the load counters' unique ids), after every
-  // shard's work is queued: the one wait of the embedding backward
-  const auto bytes = static_cast<int64_t>(counts.size() * sizeof(int64_t));
-  gpu_->to_host(counts.data(), counts.device_data(), bytes);
-  if (measured_) detail::add_sparse_grad_copies({0, 1, 0, bytes});
-  for (const size_t si : on_device) {
-    const int64_t n = counts[si];
-    if (measured_) summary.unique_ids += n;
-    load_of(shards[si].table, shards[si].shard_index).unique_ids = n;
-  }
+  // shard's work is queued: copied back without a wait, taken where the host waits anyway
+  std::vector<std::tuple<size_t, int, int>> whose;
+  for (const size_t si : on_device) whose.emplace_back(si, shards[si].table, shards[si].shard_index);
+  defer_counts(counts, std::move(whose));
 }
 
 void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& ks, Inflight& b,
                                     int64_t iteration, int64_t* d_count) {
   const int64_t WB = static_cast<int64_t>(L_.world) * L_.B, cols = ls.s.num_cols;
-  if (b.kjt_dev && ks.size() == 1 && !b.slot_host[ks[0]]) {
-    device_accumulate_update_from_device_ids(ls, ks[0], b, iteration, d_count);
+  if (b.kjt_dev && std::none_of(ks.begin(), ks.end(), [&](size_t k) { return b.slot_host[k] != 0; })) {
+    device_accumulate_update_from_device_ids(ls, ks, b, iteration, d_count);
     return;
   }
   const auto P = static_cast<int64_t>(ks.size());
@@ -217,32 +213,88 @@ void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& k
                           ls.momentum2.device_data(), ls.s.num_rows, cols, in, d_count);
 }
 
-void Rank::device_accumulate_update_from_device_ids(LocalShard& ls, size_t k, Inflight& b, int64_t iteration,
-                                                    int64_t* d_count) {
+void Rank::device_accumulate_update_from_device_ids(LocalShard& ls, const std::vector<size_t>& ks, Inflight& b,
+                                                    int64_t iteration, int64_t* d_count) {
   const int64_t WB = static_cast<int64_t>(L_.world) * L_.B, cols = ls.s.num_cols;
+  const auto P = static_cast<int64_t>(ks.size());
+  const int64_t bags = P * WB;
+  int64_t num_ids = 0;
+  bool scaled = false, grads_on_device = true;
+  for (const size_t k : ks) {
+    num_ids += b.slot_n[k];
+    scaled = scaled || !b.slot_scale[k].empty();
+    grads_on_device = grads_on_device && slot_grad_on_device(k);  // a table's features share its type
+  }
   detail::RankDevice::SparseGradInput in;
-  in.num_ids = b.slot_n[k];
-  in.num_bags = in.num_ids == 0 ? 0 : WB;  // no ids: the count (0) only, as device_accumulate_update
+  in.num_ids = num_ids;
+  in.num_bags = num_ids == 0 ? 0 : bags;  // no ids: the count (0) only, as device_accumulate_update
   in.bags_per_part = WB;
   in.grad_stride = cols;
-  in.ids = b.recv_ids.device_data() + b.slot_at[k];  // kjt_permute's, where the lookup read them
-  in.offsets = b.slot_off_dev.device_data() + static_cast<int64_t>(k) * (WB + 1);
-  // what crosses: the scales (mean pooling) and the gradients unless the gradient dist left them
-  // on the device (slot_grad_on_device), in one copy
-  const bool scaled = !b.slot_scale[k].empty(), grads_on_device = slot_grad_on_device(k);
-  const int64_t floats = (scaled ? WB : 0) + (grads_on_device ? 0 : WB * cols);
-  DeviceBuffer<float> pack;
-  if (in.num_bags > 0 && floats > 0) {
-    pack = buf<float>("gradients", static_cast<size_t>(floats));
-    if (scaled) std::copy_n(b.slot_scale[k].data(), WB, pack.data());
-    if (!grads_on_device) std::memcpy(pack.data() + (scaled ? WB : 0), b.slot_grad[k].data(),
-                                      static_cast<size_t>(WB * cols) * sizeof(float));
-    const auto bytes = floats * static_cast<int64_t>(sizeof(float));
-    gpu_->to_device(pack.device_data(), pack.data(), bytes);
-    if (measured_) detail::add_sparse_grad_copies({1, 0, bytes, 0});
+  auto ids_of = [&](size_t k) { return b.recv_ids.device_data() + b.slot_at[k]; };  // kjt_permute's
+  auto offsets_of = [&](size_t k) { return b.slot_off_dev.device_data() + static_cast<int64_t>(k) * (WB + 1); };
+  if (P == 1 || in.num_bags == 0) {
+    // one slot: its ids and offsets where the lookup read them; what crosses: the scales (mean
+    // pooling) and the gradients unless the gradient dist left them on the device, in one copy
+    const size_t k = ks[0];
+    in.ids = ids_of(k);
+    in.offsets = offsets_of(k);
+    const int64_t floats = (scaled ? WB : 0) + (grads_on_device ? 0 : WB * cols);
+    DeviceBuffer<float> pack;
+    if (in.num_bags > 0 && floats > 0) {
+      pack = buf<float>("gradients", static_cast<size_t>(floats));
+      if (scaled) std::copy_n(b.slot_scale[k].data(), WB, pack.data());
+      if (!grads_on_device) std::memcpy(pack.data() + (scaled ? WB : 0), b.slot_grad[k].data(),
+                                        static_cast<size_t>(WB * cols) * sizeof(float));
+      const auto bytes = floats * static_cast<int64_t>(sizeof(float));
+      gpu_->to_device(pack.device_data(), pack.data(), bytes);
+      if (measured_) detail::add_sparse_grad_copies({1, 0, bytes, 0});
+    }
+    in.scale = scaled ? pack.device_data() : nullptr;
+    in.grad = grads_on_device ? b.slot_grad[k].device_data() : pack.device_data() + (scaled ? WB : 0);
+    gpu_->accumulate_update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
+                            ls.momentum2.device_data(), ls.s.num_rows, cols, in, d_count);
+    return;
   }
-  in.scale = scaled ? pack.device_data() : nullptr;
-  in.grad = grads_on_device ? b.slot_grad[k].device_data() : pack.device_data() + (scaled ? WB : 0);
+  // several slots read the shard: the pack device_accumulate_update builds on the host (ids,
+  // offsets, scales, gradients; the same block), its ids and offsets concatenated on the device
+  // from the slots' (RankDevice::concat_bags), the gradients the gradient dist left there copied
+  // device to device; only the scales and host gradients cross, in one copy
+  const int64_t floats = bags * cols + (scaled ? bags : 0);
+  const int64_t words = num_ids + bags + 1 + (floats + 1) / 2;
+  auto pack = buf<int64_t>("gradients", static_cast<size_t>(words));
+  int64_t* d_ids = pack.device_data();
+  int64_t* d_off = d_ids + num_ids;
+  std::vector<detail::BagPart> parts;
+  for (const size_t k : ks) parts.push_back({ids_of(k), offsets_of(k), b.slot_n[k]});
+  gpu_->concat_bags(parts, WB, d_ids, d_off);
+  const int64_t head = (num_ids + bags + 1) * static_cast<int64_t>(sizeof(int64_t));  // bytes before the floats
+  auto* scale = reinterpret_cast<float*>(pack.data() + num_ids + bags + 1);
+  float* grad = scale + (scaled ? bags : 0);
+  auto* d_scale = reinterpret_cast<float*>(d_off + bags + 1);
+  float* d_grad = d_scale + (scaled ? bags : 0);
+  int64_t bag = 0;
+  for (const size_t k : ks) {
+    if (scaled) {
+      if (b.slot_scale[k].empty()) std::fill_n(scale + bag, WB, 1.0f);
+      else std::copy_n(b.slot_scale[k].data(), WB, scale + bag);
+    }
+    if (grads_on_device)
+      gpu_->copy_on_device(d_grad + bag * cols, b.slot_grad[k].device_data(),
+                           WB * cols * static_cast<int64_t>(sizeof(float)));
+    else
+      std::memcpy(grad + bag * cols, b.slot_grad[k].data(), static_cast<size_t>(WB * cols) * sizeof(float));
+    bag += WB;
+  }
+  const int64_t crossing = ((scaled ? bags : 0) + (grads_on_device ? 0 : bags * cols)) * static_cast<int64_t>(sizeof(float));
+  if (crossing > 0) {
+    gpu_->to_device(reinterpret_cast<char*>(pack.device_data()) + head, reinterpret_cast<char*>(pack.data()) + head,
+                    crossing);
+    if (measured_) detail::add_sparse_grad_copies({1, 0, crossing, 0});
+  }
+  in.ids = d_ids;
+  in.offsets = d_off;
+  in.scale = scaled ? d_scale : nullptr;
+  in.grad = d_grad;
   gpu_->accumulate_update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
                           ls.momentum2.device_data(), ls.s.num_rows, cols, in, d_count);
 }

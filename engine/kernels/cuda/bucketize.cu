@@ -4,6 +4,7 @@
 
 #include <cub/device/device_scan.cuh>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,7 +78,7 @@ __global__ void bucketize_splits_kernel(int64_t num_slots, int64_t batch_size, c
 
 int64_t bucketize_kjt_cuda(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
                            std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
-                           int64_t* splits, void* stream_ptr) {
+                           int64_t* splits, void* stream_ptr, GrowOnlyWorkspace* workspace) {
   if (batch_size < 0) throw std::invalid_argument("bucketize_kjt_cuda: batch_size " + std::to_string(batch_size) + " < 0");
   for (size_t s = 0; s < slots.size(); ++s)
     if (slots[s].feature < 0 || slots[s].feature >= num_features)
@@ -98,13 +99,25 @@ int64_t bucketize_kjt_cuda(const int64_t* values, const int64_t* offsets, int64_
   check(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, static_cast<const int64_t*>(nullptr),
                                       static_cast<int64_t*>(nullptr), num_pairs, stream),
         "cub::DeviceScan::InclusiveSum (size)");
-  auto round_up = [](size_t b) { return (b + 255) / 256 * 256; };
-  const size_t slot_bytes = round_up(slots.size() * sizeof(BucketSlot));
-  const size_t off_bytes = round_up(static_cast<size_t>(num_pairs + 1) * sizeof(int64_t));
-  detail::Scratch scratch(slot_bytes + off_bytes + round_up(scan_bytes), stream);
-  auto* d_slots = scratch.as<BucketSlot>();
-  auto* out_offsets = reinterpret_cast<int64_t*>(scratch.as<char>() + slot_bytes);
-  void* temp = scratch.as<char>() + slot_bytes + off_bytes;
+  const size_t slot_bytes = slots.size() * sizeof(BucketSlot);
+  const size_t off_bytes = static_cast<size_t>(num_pairs + 1) * sizeof(int64_t);
+  ScratchLayout sizing;
+  sizing.take(slot_bytes);
+  sizing.take(off_bytes);
+  sizing.take(scan_bytes);
+  // the workspace's block, or one of the stream-ordered pool for this call
+  std::optional<detail::Scratch> own;
+  char* base = nullptr;
+  if (workspace) {
+    base = static_cast<char*>(workspace->reserve(sizing.need()));
+  } else {
+    own.emplace(sizing.need(), stream);
+    base = own->as<char>();
+  }
+  ScratchLayout placed(base);
+  auto* d_slots = reinterpret_cast<BucketSlot*>(placed.take(slot_bytes));
+  auto* out_offsets = reinterpret_cast<int64_t*>(placed.take(off_bytes));
+  void* temp = placed.take(scan_bytes);
   check(cudaMemcpyAsync(d_slots, slots.data(), slots.size() * sizeof(BucketSlot), cudaMemcpyHostToDevice, stream),
         "cudaMemcpyAsync (slots)");
   const LaunchConfig per_pair = launch_1d(num_pairs, kWarpsPerBlock, kThreads);

@@ -594,8 +594,9 @@ TEST(ImportCli, ATraceWithNoEventIsRefusedAndWritesNothing) {
 
 // tester37 #18: a valid 245-byte output name failed on its temporary "<name>.importing-PID" (File
 // name too long), and a missing folder was reported under the temporary name. The temporary name
-// now fits, and errors name the user's path.
-TEST(ImportCli, ALongOutputNameImportsAndAMissingFolderIsNamed) {
+// now fits; a missing folder is made (as run -o and scenario -o make theirs), and a folder that
+// cannot be made is named by the user's path.
+TEST(ImportCli, ALongOutputNameImportsAndAMissingFolderIsMade) {
   const std::string name = std::string(240, 'o') + ".x.db";  // 245 bytes: a valid file name
   const std::string db = scratch_db(name);
   std::remove(db.c_str());
@@ -604,10 +605,17 @@ TEST(ImportCli, ALongOutputNameImportsAndAMissingFolderIsNamed) {
   EXPECT_EQ(SessionReader(db).status(), "complete");
   for (const auto& e : std::filesystem::directory_iterator(import_scratch()))  // no temporary left
     EXPECT_EQ(e.path().filename().string().find(".importing-"), std::string::npos) << e.path();
+  std::filesystem::remove_all(import_scratch() / "no_such_folder");
   const std::string missing = (import_scratch() / "no_such_folder" / "x.db").string();
   r = cli("import " + trace_fixture("align/rank0.json") + " -o " + missing);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(SessionReader(missing).status(), "complete");
+  const std::filesystem::path in_the_way = import_scratch() / "a_file_not_a_folder";
+  std::ofstream(in_the_way) << "x";
+  const std::string blocked = (in_the_way / "x.db").string();
+  r = cli("import " + trace_fixture("align/rank0.json") + " -o " + blocked);
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find(missing + ": cannot create the session file: the folder "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("-o " + blocked + ": cannot make the folder " + in_the_way.string()), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("importing-"), std::string::npos) << r.err;
 }
 

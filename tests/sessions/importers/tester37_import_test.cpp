@@ -241,7 +241,10 @@ TEST(Tester37Import, StatsOnATraceSaysImportItFirst) {
   const auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "stats " + a, import_scratch());
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(a + ": not an SQLite database"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("a trace or a memory snapshot? import it first: embedscope import " + a), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("its content is PyTorch profiler (Kineto) Chrome-trace JSON (.json, .json.gz): import it first: "
+                       "embedscope import " + a),
+            std::string::npos)
+      << r.err;
 }
 
 // #20: two traces without distributedInfo imported one by one are both rank 0 (assigned): the

@@ -133,6 +133,7 @@ TEST(UiLive56, EveryPageShowsOneSnapshotAndReloadReadsTheRest) {
   ASSERT_EQ(win.open_session(QString::fromStdString(path), true), "");
   auto* tab = qobject_cast<SessionTab*>(win.tabs()->currentWidget());
   ASSERT_NE(tab, nullptr);
+  ASSERT_TRUE(uilive56_wait([&] { return !tab->copying(); }));  // the snapshot is copied on a worker
   EXPECT_TRUE(tab->snapshot());
   EXPECT_EQ(tab->shown().steps, 5);
   EXPECT_EQ(tab->shown().last_step, 4);
@@ -169,6 +170,7 @@ TEST(UiLive56, EveryPageShowsOneSnapshotAndReloadReadsTheRest) {
   ASSERT_NE(reload, nullptr);
   EXPECT_EQ(reload->shortcut(), QKeySequence(Qt::Key_F5));
   reload->trigger();
+  ASSERT_TRUE(uilive56_wait([&] { return !tab->copying(); }));  // the new snapshot, copied on a worker
   EXPECT_EQ(win.tabs()->count(), 1);
   EXPECT_EQ(win.tabs()->currentWidget(), tab);  // in place
   EXPECT_EQ(tab->currentIndex(), 1);             // same page

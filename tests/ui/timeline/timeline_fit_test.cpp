@@ -93,8 +93,10 @@ TEST(TimelineFit, TheViewNamesWarmUpStepsAndSaysHowToSeeThem) {
   v.resize(1400, 500);
   v.show();
   QApplication::processEvents();
-  EXPECT_EQ(v.step_box()->value(), 0);
-  EXPECT_EQ(v.step_box()->text(), "step 0");
+  // the box names the first view, the measured steps 0 and 1 (it said "step 0"); its value is the
+  // step at the view's centre (900 us: step 1), where the arrows go on from
+  EXPECT_EQ(v.step_box()->text(), "all measured steps");
+  EXPECT_EQ(v.step_box()->value(), 1);
   v.step_box()->setValue(-2);
   EXPECT_EQ(v.step_box()->text(), "warm-up 1 of 2");
   EXPECT_EQ(v.view_note()->text(), "2 warm-up steps left of the view (Shift+F or All shows them)");

@@ -151,7 +151,8 @@ TEST(Ux44StepBox, FollowsTheStepFittedByKeysAndDoubleClick) {
   v.resize(1400, 500);
   v.show();
   QApplication::processEvents();
-  EXPECT_EQ(v.step_box()->value(), 0);
+  EXPECT_EQ(v.step_box()->text(), "all steps");  // the first view: steps 0..3
+  EXPECT_EQ(v.step_box()->value(), 2);           // its centre (200 us)
   QTest::keyClick(v.timeline(), Qt::Key_2);  // step 2 (keys 0..9 are the step numbers: tester56 F2)
   EXPECT_EQ(v.timeline()->view(), (ViewRange{200'000, 300'000}));
   EXPECT_EQ(v.step_box()->value(), 2);
@@ -288,6 +289,8 @@ TEST(Ux44LiveSummary, ALiveSessionInItsWarmUpIsNotSaidToHaveEnded) {
   ASSERT_EQ(w.open_session(QString::fromStdString(path.string()), true), QString());
   auto* views = qobject_cast<QTabWidget*>(w.tabs()->widget(0));
   ASSERT_NE(views, nullptr);
+  ASSERT_TRUE(wait_for_analyses(views));  // a running session's snapshot is copied on a worker first
+  ASSERT_EQ(views->count(), 4);
   views->setCurrentIndex(1);
   ASSERT_TRUE(wait_for_analyses(views->widget(1)));
   QString said;

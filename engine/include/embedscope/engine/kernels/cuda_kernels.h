@@ -218,12 +218,17 @@ void tbe_backward_update(const TbePlan& plan, void* weights, float* momentum1, f
 /// bucketize_kjt (bucketize.h) on the device. values / offsets (num_features * batch_size + 1)
 /// are device arrays; slots come from the host. Writes lengths (slots x batch_size), ids (at
 /// most ids_capacity) and splits (per slot), all int64 on the device, and returns the number
-/// of ids of the result (it synchronizes `stream` to read it). Throws std::invalid_argument for
-/// a slot feature outside [0, num_features), and std::length_error when the result does not
-/// fit ids_capacity (the ids are then incomplete).
+/// of ids of the result (it synchronizes `stream` to read it). Scratch (the slots, the
+/// (slot, bag) output offsets, CUB's scan storage): from `workspace` when given (grown with
+/// GrowOnlyWorkspace's policy, then reused: once the largest batch has been seen no allocation
+/// at all; its block only used on `stream`), else from the device's stream-ordered pool
+/// (cudaMallocAsync / cudaFreeAsync on `stream`, one allocation a call). Throws
+/// std::invalid_argument for a slot feature outside [0, num_features), and std::length_error
+/// when the result does not fit ids_capacity (the ids are then incomplete).
 int64_t bucketize_kjt_cuda(const int64_t* values, const int64_t* offsets, int64_t num_features,
                            int64_t batch_size, std::span<const BucketSlot> slots, int64_t* lengths,
-                           int64_t* ids, int64_t ids_capacity, int64_t* splits, void* stream = nullptr);
+                           int64_t* ids, int64_t ids_capacity, int64_t* splits, void* stream = nullptr,
+                           GrowOnlyWorkspace* workspace = nullptr);
 
 // ---- dense layers (cuBLAS) -----------------------------------------------------------------
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/noise.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace embedscope::sessions {
@@ -141,14 +142,27 @@ std::string figure_level(const ComparedSession& s, CompareFigure f);
 /// `labels` as many as `sessions`. Plain text: the CLI prints it, the workbench escapes it.
 std::string measure_note(const std::vector<ComparedSession>& sessions, const std::vector<std::string>& labels);
 
-/// Whether a step-time difference between two sessions is within their step-to-step noise
-/// (tester41 #4: identical configs differed by -14 % / +19 % on a loaded machine): true when
-/// each session's mean step time lies within the other's [min, max] of measured steps. Both need
-/// a measured step (else false). compare_delta of StepMean, StepP50 and Throughput appends
-/// ", within noise" to a non-zero difference then (CompareDelta::within_noise); for Throughput
-/// only when both train the same units a step (SessionRate::per_step equal, or either unknown):
-/// 4x the tokens a step is 4x the throughput whatever the noise of the step times.
+/// Welch's t-test (noise.h welch_t_test, two-sided 95 %) of `other`'s counted steps' times
+/// (RunStats::step_time_ns: mean, sample standard deviation, count) against `base`'s; nullopt
+/// when either has fewer than kMinWelchSamples counted steps. A standard test of the means rather
+/// than a range: a rule "each mean within the other's min - max" called a 2x change (550 vs 282
+/// ms a step) noise where one slow step widened the range.
+std::optional<WelchTest> step_time_test(const ComparedSession& base, const ComparedSession& other);
+
+/// Whether a step-time difference between two sessions is within their step-to-step noise:
+/// step_time_test finds no difference of the mean step times (|t| <= t(0.975, df)); false
+/// without a test (fewer than kMinWelchSamples counted steps in either). compare_delta of
+/// StepMean, StepP50 and Throughput appends ", within noise" to a non-zero difference then
+/// (CompareDelta::within_noise); for Throughput only when both train the same units a step
+/// (SessionRate::per_step equal, or either unknown): 4x the tokens a step is 4x the throughput
+/// whatever the noise of the step times.
 bool within_noise(const ComparedSession& base, const ComparedSession& other);
+
+/// The line `compare` prints per session after the baseline: "step times B vs A (Welch's t-test,
+/// 95 %): t -9.08, df 35.4, critical 2.042: they differ" (or "...: within noise"), or "step times
+/// B vs A: no noise test (A has 3 counted steps; it needs 5 in each)".
+std::string step_time_test_text(const ComparedSession& base, const ComparedSession& other, const std::string& base_label,
+                                const std::string& label);
 /// Warnings about what a comparison sets side by side (tester41 #5 and #14), one line per
 /// session after the first (`labels[0]`, the baseline) that needs one: "B is the same file as A
 /// (d/s.db): every difference is 0 by construction" (std::filesystem::equivalent: a link or

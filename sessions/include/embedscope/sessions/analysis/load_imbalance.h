@@ -36,11 +36,16 @@ struct LoadData {
   /// the shard then, even if no id reached it), 0 where it holds no such shard (tester41 #18: a
   /// heatmap cell "no shard here" is not "0 ids")
   std::vector<uint8_t> held;
-  std::vector<int64_t> steps;       ///< measured steps (>= 0), ascending, one per column of by_step
+  std::vector<int64_t> steps;       ///< counted measured steps (>= 0), ascending, one per column of by_step
   std::vector<double> by_step;      ///< ranks x steps (summed over shards)
-  /// per step: max / mean over ranks (1 = balanced); NaN for a step whose lookup time was not
-  /// recorded (metric lookup_time, every rank's lookup_ns 0 in it: recorded_max_over_mean)
+  /// per step: max / mean over ranks (1 = balanced); NaN for a step in which no rank has any of
+  /// the metric (0 of 0: no ratio, never a balanced 1 - a semi_sync run's last drain step looks
+  /// nothing up), which for lookup_time is a lookup time not recorded (recorded_max_over_mean)
   std::vector<double> imbalance;
+  /// The pipeline's drain steps the session holds, left out of every figure here as `stats`
+  /// leaves them out (RunStats::drain_steps of analyze_step_times, the same rule): the first of
+  /// them and how many (0: none). A semi_sync run of 10 measured steps: 8 and 2.
+  int64_t drain_first = 0, drain_steps = 0;
   /// false when the metric is lookup_time and no counter holds a lookup time (lm_embedding sessions
   /// before tester47 F16): "not recorded", as `embedscope stats` says, never a balanced 1
   bool recorded = true;
@@ -50,8 +55,9 @@ struct LoadData {
   double at_step(int rank, size_t step) const { return by_step[static_cast<size_t>(rank) * steps.size() + step]; }
 };
 
-/// Aggregates the session's load counters (measured steps only; warmup steps < 0 and counters
-/// of a negative rank are ignored). Table names come from the session's workload (metadata
+/// Aggregates the session's load counters over the steps `stats` counts: the measured steps
+/// without the pipeline's drain steps (LoadData::drain_steps); warm-up steps < 0 and counters of
+/// a negative rank are ignored. Table names come from the session's workload (metadata
 /// workload_json); a table without a name, or an unreadable workload, reads "table N".
 /// Throws SessionError on an unreadable file.
 LoadData load_data(const SessionReader& session, LoadMetric metric);

@@ -79,4 +79,38 @@ StepNoise step_time_noise(std::vector<int64_t> step_ns);
 /// against). Example: gain 5 ns against {100, 104, 98, 110, 101}: 5 <= 5.626, within.
 bool gain_within_step_noise(double gain_ns, const StepNoise& noise);
 
+/// The two-sided 95 % critical value of Student's t distribution with `df` degrees of freedom,
+/// t(0.975, df), from the table of the NIST/SEMATECH e-Handbook of Statistical Methods, section
+/// 1.3.6.7.2 "Critical Values of the Student's t Distribution" (3 decimals; df 1-30, 40, 60, 120,
+/// and 1.960 beyond): a df between two rows reads the row below it (a fractional Welch df 10.7
+/// reads df 10's 2.228), the larger value, so the test errs on the side of "within noise".
+/// Examples (tested): 1 -> 12.706, 10.7 -> 2.228, 30 -> 2.042, 45 -> 2.021, 1000 -> 1.980.
+/// df < 1 (no spread to speak of) reads df 1's value.
+double student_t_975(double df);
+
+/// Welch's unequal-variances t-test of the means of two samples, two-sided at 95 % (B. L. Welch,
+/// "The generalization of 'Student's' problem when several different population variances are
+/// involved", Biometrika 34 (1947), 28-35): se = sqrt(sd_a^2 / n_a + sd_b^2 / n_b),
+/// t = (mean_b - mean_a) / se, and the Welch-Satterthwaite degrees of freedom
+/// df = se^4 / ((sd_a^2 / n_a)^2 / (n_a - 1) + (sd_b^2 / n_b)^2 / (n_b - 1)); the means differ
+/// when |t| > student_t_975(df). Two samples without spread (sd 0 both: a simulation's identical
+/// steps) take df = n_a + n_b - 2 and differ whenever their means do.
+struct WelchTest {
+  double t = 0;         ///< (mean_b - mean_a) / se; +-infinity when se is 0 and the means differ
+  double df = 0;        ///< Welch-Satterthwaite degrees of freedom
+  double critical = 0;  ///< student_t_975(df)
+  bool differs = false; ///< |t| > critical: the means differ beyond the samples' noise
+};
+
+/// Samples smaller than this get no test (welch_t_test answers nullopt): a standard deviation of
+/// fewer values says too little about the spread to call a difference noise.
+inline constexpr int64_t kMinWelchSamples = 5;
+
+/// Welch's test of sample B (mean_b, sd_b: the sample standard deviation, n - 1 in its
+/// denominator; n_b values) against sample A, or nullopt when either has fewer than
+/// kMinWelchSamples values. Example (tested): A {100, 120, 80, 110, 90} ms (mean 100, sd 15.81)
+/// against B {200, 240, 160, 220, 180} ms (mean 200, sd 31.62): se 15.81, t 6.325, df 5.882
+/// (reads df 5: 2.571): differs. A against {110, 130, 90, 120, 100} ms: t 1.0, df 8: within noise.
+std::optional<WelchTest> welch_t_test(double mean_a, double sd_a, int64_t n_a, double mean_b, double sd_b, int64_t n_b);
+
 }  // namespace embedscope::sessions

@@ -17,12 +17,16 @@ struct Distribution {
   int64_t p50 = 0;
   int64_t p99 = 0;
   int64_t max = 0;
+  double stddev = 0;  ///< the sample standard deviation (n - 1 in the denominator); 0 for fewer than 2 values
 };
 
 /// Nearest-rank percentile (the smallest value with at least p% of the sample at or below it),
 /// p in (0, 100]. `sorted` must be ascending and non-empty.
 int64_t percentile_nearest_rank(const std::vector<int64_t>& sorted, double p);
 
+/// Count, mean, min, nearest-rank p50 and p99, max and sample standard deviation of `values`
+/// (any order); all 0 for none. Example (tested): {100, 120, 80, 110, 90} -> mean 100, min 80,
+/// p50 100, max 120, stddev sqrt(1000 / 4) = 15.811.
 Distribution summarize(std::vector<int64_t> values);
 
 /// The median used everywhere a step time or a per-op time is summarized (run, stats, scaling,

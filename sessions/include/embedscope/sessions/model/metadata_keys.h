@@ -105,6 +105,13 @@ inline constexpr const char* kWarmupSteps = "warmup_steps";
 /// The training pipeline: "base", "sparse_dist" or "semi_sync" (absent in older files = base). An
 /// import of an Embedscope export: the exported run's (kExportedRunEnded); other imports: absent.
 inline constexpr const char* kPipeline = "pipeline";
+/// What the `id_histogram` table counts. "counted_lookups" (runs of the threaded executor from
+/// 2026-12 on): the ids of the batches looked up in the measured steps `stats` counts (a
+/// pipeline's fill, looked up in the warm-up, and its drain steps left out: counted_steps.h), each
+/// with the step that looked it up, so that its ids per table are those steps' load counters'.
+/// Absent (older sessions, lm_embedding runs): the ids of every measured step's input batch,
+/// whichever step looked it up (a semi_sync run of 10 steps: 10 batches, where stats counts 8).
+inline constexpr const char* kIdHistogramCounts = "id_histogram_counts";
 /// Precision of the output dist: "fp32", "fp16" or "bf16" (absent = fp32).
 inline constexpr const char* kQcommsForwardPrecision = "qcomms_forward_precision";
 /// Precision of the gradient dist: "fp32", "fp16" or "bf16" (absent = fp32).
