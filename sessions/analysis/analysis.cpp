@@ -20,6 +20,37 @@
 namespace embedscope::sessions {
 
 namespace {
+// Extends a step's critical path over the step's window (`ranks`: rank -> its window [start, end))
+// with untraced gaps: from the start of its first op's rank's window to that op, and from its last
+// op to the end of its last op's rank's window; a step without an op is one gap over the longest
+// window. Without them a step whose end (or start) no op covered - a time.sleep after the step's
+// last op - was shorter on the path than its window (the ranks' windows need not line up: a rank
+// that started the step earlier is not on the path for that).
+void cover_window(StepCriticalPath& path, const std::map<int32_t, std::pair<int64_t, int64_t>>& ranks) {
+  const auto gap = [](int32_t rank, int64_t a, int64_t b) {
+    return PathSegment{PathSegment::Kind::gap, rank, 0, 0, OpCategory::other, a, b};
+  };
+  if (path.segments.empty()) {
+    auto longest = ranks.end();
+    for (auto it = ranks.begin(); it != ranks.end(); ++it)
+      if (longest == ranks.end() || it->second.second - it->second.first > longest->second.second - longest->second.first)
+        longest = it;
+    if (longest == ranks.end() || longest->second.first >= longest->second.second) return;
+    path.segments.push_back(gap(longest->first, longest->second.first, longest->second.second));
+    path.start_ns = longest->second.first;
+    path.end_ns = longest->second.second;
+    return;
+  }
+  if (const auto f = ranks.find(path.segments.front().rank); f != ranks.end() && f->second.first < path.start_ns) {
+    path.segments.insert(path.segments.begin(), gap(f->first, f->second.first, path.start_ns));
+    path.start_ns = f->second.first;
+  }
+  if (const auto l = ranks.find(path.segments.back().rank); l != ranks.end() && path.end_ns < l->second.second) {
+    path.segments.push_back(gap(l->first, path.end_ns, l->second.second));
+    path.end_ns = l->second.second;
+  }
+}
+
 // The critical path of every measured step and the per-collective times (critical_path.h).
 // `grouped` (ops by (rank, step)) is moved into per-step lists as it is read: no second copy.
 // `timed` says which ops the per-collective times see (every op when it is empty): the comm ops
@@ -39,7 +70,9 @@ namespace {
 // path lies within its window and the steps' paths never overlap (crit42 / tester42 F1: in an
 // async GPU trace the kernels of step N run past its ProfilerStep span, and unclipped paths
 // summed to 946.88 ms over 6 steps of 744.6 ms). GPU work of step N that runs past N's window is
-// on no step's path, as it is in no step's figures. A step with no window (the partial step
+// on no step's path, as it is in no step's figures; untraced time at the start or the end of a
+// step's window is a gap on its path (cover_window), so a step's path is as long as its window.
+// A step with no window (the partial step
 // of a run that crashed or was killed in it) is walked unclipped into `critical_paths` (where
 // the run stopped: run_end.h), but its time is in the totals only when the session has no
 // measured step at all (then the table is "the ops recorded before the end"), as the step
@@ -62,6 +95,7 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
   std::map<int32_t, CriticalPathEntry> entries;           // by name_id (-1: gaps)
   std::map<int32_t, std::map<int32_t, int64_t>> by_rank;  // name_id -> rank -> ns
   std::map<int32_t, CollectiveTimes> colls;
+  for (const auto& [step, per_rank] : windows) ops_of_step[step];  // a window without an op: one gap
   for (const auto& [step, ops] : ops_of_step) {
     const auto& step_colls = colls_of_step[step];
     const auto step_windows = windows.find(step);
@@ -85,6 +119,7 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
     }
     StepCriticalPath path = critical_path(walked, step_colls, step);
     walked = {};
+    if (!partial) cover_window(path, step_windows->second);
     // a partial step's path says where the run stopped; it is not in the measured steps' totals;
     // nor is a pipeline's drain step's (its path is kept, as its row: tester46 F21)
     const bool drain = !partial && step >= first_drain;

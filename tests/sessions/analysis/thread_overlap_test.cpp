@@ -16,14 +16,14 @@
 using namespace embedscope::sessions;
 
 namespace {
-std::string temp_session(const char* tag) {
+std::string overlap_session_path(const char* tag) {
   const auto path = std::filesystem::temp_directory_path() / (std::string("es_thread_overlap_") + tag + "_" +
                                                               std::to_string(getpid()) + ".db");
   std::filesystem::remove(path);
   return path.string();
 }
 
-void imported_metadata(SessionWriter& w, const char* annotations) {
+void overlap_session_metadata(SessionWriter& w, const char* annotations) {
   w.set_metadata(meta::kWorldSize, "1");
   w.set_metadata(meta::kImported, "1");
   w.set_metadata(meta::kImportFormat, "kineto_json");
@@ -42,7 +42,7 @@ void imported_metadata(SessionWriter& w, const char* annotations) {
 //   another thread (lane 3): aten::mm [3000, 3500)
 void write_ddp_step(const std::string& path, const char* annotations) {
   SessionWriter w(path);
-  imported_metadata(w, annotations);
+  overlap_session_metadata(w, annotations);
   const auto main = static_cast<Lane>(0), worker1 = static_cast<Lane>(1), worker2 = static_cast<Lane>(2),
              other = static_cast<Lane>(3);
   w.add_ops({OpEvent{0, main, OpCategory::other, "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 0,
@@ -57,7 +57,7 @@ void write_ddp_step(const std::string& path, const char* annotations) {
   w.close("complete");
 }
 
-const CollectiveTimes& collective(const SessionReader& r, const RunStats& st, const std::string& name) {
+const CollectiveTimes& named_collective(const SessionReader& r, const RunStats& st, const std::string& name) {
   for (const auto& c : st.collectives)
     if (r.name(c.name_id) == name) return c;
   throw std::runtime_error("no collective " + name);
@@ -65,7 +65,7 @@ const CollectiveTimes& collective(const SessionReader& r, const RunStats& st, co
 }  // namespace
 
 TEST(ThreadOverlap, BlockingCollectiveIsNotHiddenByTheSpansAroundItNorAnnotationsCompute) {
-  const std::string path = temp_session("ddp");
+  const std::string path = overlap_session_path("ddp");
   write_ddp_step(path, R"(["pooled_a2a"])");
   {
     SessionReader r(path);
@@ -89,9 +89,9 @@ TEST(ThreadOverlap, BlockingCollectiveIsNotHiddenByTheSpansAroundItNorAnnotation
     // the annotation is in no category; "other" = the compute above
     EXPECT_EQ(rk.by_category_ns[static_cast<size_t>(OpCategory::other)], 3000);
     // per collective, exposed = its time with no compute of its rank under it
-    EXPECT_EQ(collective(r, st, "c10d::allreduce_").exposed_ns, 1500);  // aten::mm hides [3000, 3500)
-    EXPECT_EQ(collective(r, st, "gloo:all_reduce").exposed_ns, 500);    // [2500, 3000)
-    EXPECT_EQ(collective(r, st, "gloo:all_to_all").exposed_ns, 2000);   // (before: 0, under pooled_a2a)
+    EXPECT_EQ(named_collective(r, st, "c10d::allreduce_").exposed_ns, 1500);  // aten::mm hides [3000, 3500)
+    EXPECT_EQ(named_collective(r, st, "gloo:all_reduce").exposed_ns, 500);    // [2500, 3000)
+    EXPECT_EQ(named_collective(r, st, "gloo:all_to_all").exposed_ns, 2000);   // (before: 0, under pooled_a2a)
   }
   std::filesystem::remove(path);
 }
@@ -101,7 +101,7 @@ TEST(ThreadOverlap, WithoutAnAnnotationMarkerTheRangeCountsAsCompute) {
   // so pooled_a2a [6000, 9000) computes; the same-thread rule still takes the allreduce out of
   // AccumulateGrad: compute [1000, 2000) u [3000, 3500) u [4000, 5000) u [6000, 9000) = 5500,
   // overlap [3000, 3500) + [6500, 8500) = 2500 of 4000 = 62.5 %
-  const std::string path = temp_session("legacy");
+  const std::string path = overlap_session_path("legacy");
   write_ddp_step(path, nullptr);
   {
     SessionReader r(path);
@@ -118,10 +118,10 @@ TEST(ThreadOverlap, WaitInsideASpanIsNoComputeOfItsThread) {
   // main thread: aten::add_ [0, 1000) around a Work::wait [200, 700); a gloo:all_reduce
   // [100, 800) on a worker thread. Compute: [0, 200) u [700, 1000) = 500; the wait is no comm:
   // comm 700, overlap [100, 200) u [700, 800) = 200 -> exposed 500; busy [0, 1000): idle 0
-  const std::string path = temp_session("wait");
+  const std::string path = overlap_session_path("wait");
   {
     SessionWriter w(path);
-    imported_metadata(w, nullptr);
+    overlap_session_metadata(w, nullptr);
     w.add_ops({OpEvent{0, static_cast<Lane>(0), OpCategory::other, "aten::add_", 0, 0, 1000, 0, 0},
                OpEvent{0, static_cast<Lane>(0), OpCategory::comm, kImportedWaitSpanName, 0, 200, 700, 0, 0},
                OpEvent{0, static_cast<Lane>(1), OpCategory::comm, "gloo:all_reduce", 0, 100, 800, 0, 0}});
@@ -137,7 +137,7 @@ TEST(ThreadOverlap, WaitInsideASpanIsNoComputeOfItsThread) {
     EXPECT_EQ(st.ranks[0].overlap_ns, 200);
     EXPECT_EQ(st.ranks[0].exposed_comm_ns, 500);
     EXPECT_EQ(st.ranks[0].idle_ns, 0);
-    EXPECT_EQ(collective(r, st, "gloo:all_reduce").exposed_ns, 500);
+    EXPECT_EQ(named_collective(r, st, "gloo:all_reduce").exposed_ns, 500);
   }
   std::filesystem::remove(path);
 }
@@ -147,10 +147,10 @@ TEST(ThreadOverlap, AnOpRunningIntoTheNextStepsWindowCountsThere) {
   // [600, 1400): 400 in step 0's window, 300 in step 1's (before: clipped to step 0's window
   // only, 400, and step 1's [1100, 1400) read as idle). aten::mm of step 1 [1200, 1300) on the
   // main thread hides 100 of it.
-  const std::string path = temp_session("spill");
+  const std::string path = overlap_session_path("spill");
   {
     SessionWriter w(path);
-    imported_metadata(w, nullptr);
+    overlap_session_metadata(w, nullptr);
     w.add_ops({OpEvent{0, static_cast<Lane>(1), OpCategory::comm, "gloo:all_reduce", 0, 600, 1400, 0, 0},
                OpEvent{0, static_cast<Lane>(0), OpCategory::other, "aten::mm", 1, 1200, 1300, 0, 0}});
     w.add_step({0, 0, 0, 1000, 0, 0, 0});
