@@ -103,8 +103,7 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
     std::vector<OpRecord> walked;
     walked.reserve(ops.size());
     for (const auto& o : ops) {
-      if (roles.annotation_ids.count(o.name_id) && o.category != OpCategory::comm) continue;  // a CPU trace's gloo:* spans
-                                                                                  // are its collectives
+      if (is_plain_annotation(o, roles.annotation_ids)) continue;  // (a CPU trace's gloo:* spans are its collectives)
       OpRecord w = o;
       if (!partial) {
         const auto rw = step_windows->second.find(o.rank);

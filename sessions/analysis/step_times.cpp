@@ -44,10 +44,7 @@ bool is_compute(OpCategory c) { return c != OpCategory::comm && c != OpCategory:
 using LaneKey = std::pair<int32_t, int32_t>;  // (rank, lane)
 
 bool is_wait(const OpRecord& o, const OpRoles& roles) { return roles.wait_id >= 0 && o.name_id == roles.wait_id; }
-// a record_function range (a comm-named one stays comm, as on the critical path: a CPU trace's gloo:* spans)
-bool is_annotation(const OpRecord& o, const OpRoles& roles) {
-  return o.category != OpCategory::comm && roles.annotation_ids.count(o.name_id) > 0;
-}
+bool is_annotation(const OpRecord& o, const OpRoles& roles) { return is_plain_annotation(o, roles.annotation_ids); }
 
 // Per lane: the time of its comm ops and waits within [t0, t1), merged.
 std::map<LaneKey, std::vector<Interval>> lane_blocked(const std::vector<OpRecord>& ops, const OpRoles& roles, int64_t t0,
@@ -82,6 +79,10 @@ const std::vector<Interval>* blocked_of(const std::map<LaneKey, std::vector<Inte
   return it == blocked.end() ? nullptr : &it->second;
 }
 }  // namespace
+
+bool is_plain_annotation(const OpRecord& o, const std::set<int32_t>& annotation_ids) {
+  return o.category == OpCategory::other && annotation_ids.count(o.name_id) > 0;
+}
 
 std::map<int32_t, std::vector<Interval>> compute_intervals(const std::vector<OpRecord>& ops, const OpRoles& roles) {
   constexpr int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();

@@ -70,12 +70,19 @@ struct RankStepTimes {
 struct OpRoles {
   /// Name ids of record_function ranges (Kineto cat `user_annotation`, meta
   /// import_annotation_names_json): they enclose a phase's ops, so they are neither compute nor
-  /// comm nor busy time (a thread waiting out an all-to-all inside `pooled_a2a` is not computing).
+  /// comm nor busy time (a thread waiting out an all-to-all inside `pooled_a2a` is not computing),
+  /// unless their name gives them a category (is_plain_annotation).
   std::set<int32_t> annotation_ids;
   /// Name id of the Work::wait spans (model/wait_span.h), -1 none: no comm and no compute, but,
   /// like a comm op, their time is taken out of the compute ops of their lane that enclose them.
   int32_t wait_id = -1;
 };
+
+/// An op of one of `annotation_ids` (OpRoles) whose category is `other`: a range the step
+/// figures and the critical path leave out. A range whose name gives it a category counts as
+/// that category's work (torch.optim's "Optimizer.step#SGD.step": optimizer; a comm-named one:
+/// comm, as a CPU trace's gloo:* spans).
+bool is_plain_annotation(const OpRecord& o, const std::set<int32_t>& annotation_ids);
 
 /// The compute time of `ops` per rank (merged intervals, ns), by the rule above: per lane, the
 /// compute ops (category not comm / memcpy, no annotation, no wait) less the time of the lane's
