@@ -16,6 +16,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/store/snapshot_copy.h"
+#include "support/live_session_wait.h"
 
 using namespace embedscope::sessions;
 namespace fs = std::filesystem;
@@ -49,21 +50,10 @@ void ui57_add_steps(SessionWriter& w, int from, int to) {
   }
 }
 
-size_t ui57_committed_steps(const std::string& path) {
-  try {
-    return SessionReader(path).steps().size();
-  } catch (const SessionError&) {
-    return 0;
-  }
-}
+size_t ui57_committed_steps(const std::string& path) { return embedscope::test_support::committed_steps(path); }
 
 bool ui57_wait_steps(const std::string& path, size_t steps) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ui57_committed_steps(path) == steps) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
+  return embedscope::test_support::wait_until([&] { return ui57_committed_steps(path) == steps; });
 }
 
 int64_t ui57_page_count(const std::string& path) {

@@ -22,6 +22,7 @@
 
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
+#include "support/live_session_wait.h"
 #include "jobs/analysis_job.h"
 #include "shell/main_window.h"
 #include "shell/session_tab.h"
@@ -30,6 +31,12 @@
 
 namespace {
 namespace fs = std::filesystem;
+
+// Waits (up to `seconds`, processing events) until `done`.
+bool ui57_wait(const std::function<bool()>& done, int seconds = 30) {
+  return embedscope::test_support::wait_until(done, seconds, [] { QApplication::processEvents(); });
+}
+
 using embedscope::sessions::SessionReader;
 using embedscope::sessions::SessionWriter;
 using embedscope::ui::MainWindow;
@@ -60,24 +67,6 @@ void ui57_add_steps(SessionWriter& w, int from, int to, int ops = 1) {
   }
 }
 
-bool ui57_wait(const std::function<bool()>& done, int seconds = 30) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    QApplication::processEvents();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
-
-size_t ui57_committed_steps(const std::string& path) {
-  try {
-    return SessionReader(path).steps().size();
-  } catch (const embedscope::sessions::SessionError&) {
-    return 0;
-  }
-}
-
 // A live session `name` (its writer returned) with `steps` committed steps of `ops` ops each.
 std::unique_ptr<SessionWriter> ui57_live(const std::string& name, int steps, int ops = 1) {
   const std::string path = (ui57_live_dir() / name).string();
@@ -85,7 +74,7 @@ std::unique_ptr<SessionWriter> ui57_live(const std::string& name, int steps, int
   w->set_metadata(embedscope::sessions::meta::kWorldSize, "1");
   w->add_lane({0, 0, "compute", "thread"});
   ui57_add_steps(*w, 0, steps, ops);
-  EXPECT_TRUE(ui57_wait([&] { return ui57_committed_steps(path) == static_cast<size_t>(steps); }, 60));
+  EXPECT_TRUE(ui57_wait([&] { return embedscope::test_support::committed_steps(path) == static_cast<size_t>(steps); }, 60));
   return w;
 }
 }  // namespace
@@ -140,7 +129,7 @@ TEST(Ui57LiveCopy, ReloadCopiesOffTheGuiThreadAndKeepsThePages) {
   ASSERT_NE(tab, nullptr);
   ASSERT_TRUE(ui57_wait([&] { return !tab->copying(); }));
   ui57_add_steps(*w, 3, 6);
-  ASSERT_TRUE(ui57_wait([&] { return ui57_committed_steps(path) == 6; }));
+  ASSERT_TRUE(ui57_wait([&] { return embedscope::test_support::committed_steps(path) == 6; }));
   auto* before = tab->widget(0);
   tab->setCurrentIndex(1);
   ASSERT_EQ(win.reload_current(true), "");

@@ -23,6 +23,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/store/snapshot_copy.h"
+#include "support/live_session_wait.h"
 #include "jobs/analysis_job.h"
 #include "models/workload_model.h"
 #include "shell/main_window.h"
@@ -61,22 +62,10 @@ void uilive56_add_steps(SessionWriter& w, int from, int to) {
 
 // Waits (up to 30 s, processing events) until `done`; the writer commits within its interval.
 bool uilive56_wait(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    QApplication::processEvents();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
+  return embedscope::test_support::wait_until(done, 30, [] { QApplication::processEvents(); });
 }
 
-size_t uilive56_committed_steps(const std::string& path) {
-  try {
-    return SessionReader(path).steps().size();
-  } catch (const embedscope::sessions::SessionError&) {
-    return 0;
-  }
-}
+size_t uilive56_committed_steps(const std::string& path) { return embedscope::test_support::committed_steps(path); }
 
 // Every label text under `root`, joined (what a page says).
 QString uilive56_texts(QWidget* root) {
