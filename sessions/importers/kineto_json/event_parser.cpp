@@ -382,7 +382,7 @@ void Parser::args(od::value v, int64_t& stream, bool& has_stream, uint64_t& corr
 }
 
 void Parser::event(const Span& sp) {
-  std::string_view ph, cat, name, pid, tid, ts_text, dur_text, arg_name;
+  std::string_view ph, cat, name, pid, tid, arg_name;
   bool pid_str = false, tid_str = false, has_ts = false, has_dur = false;
   int64_t stream = -1, bytes = 0;
   bool has_stream = false;

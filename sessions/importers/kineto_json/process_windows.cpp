@@ -122,7 +122,9 @@ void join_process_windows(std::vector<RankTrace>& traces, const Interner& names,
     if (file_names[i].ok) groups[{file_names[i].dir, file_names[i].worker}].push_back(i);
   }
   std::vector<bool> gone(traces.size(), false);
-  for (auto& [key, members] : groups) {
+  for (auto& group : groups) {
+    const auto& key = group.first;
+    std::vector<size_t>& members = group.second;  // a named reference: clang 14 cannot capture a binding
     if (members.size() < 2) continue;
     // one process: no rank in any file, or one rank in every file
     const bool no_rank = std::none_of(members.begin(), members.end(), [&](size_t i) { return traces[i].rank_known; });
