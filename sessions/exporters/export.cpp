@@ -157,6 +157,7 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   // flows: one arrow from the first rank to enter a collective to each other member
   std::map<std::pair<std::string, uint64_t>, std::vector<const CollectiveRecord*>> by_seq;
   const auto colls = session.collectives();
+  const bool bytes_unknown = collective_bytes_unknown(session);  // 0 B there is unknown: no counts written
   for (const auto& c : colls) by_seq[{c.group, c.sequence}].push_back(&c);
   for (auto& [rank, lanes] : comm_spans)
     for (auto& [lane, v] : lanes) std::sort(v.begin(), v.end());
@@ -195,7 +196,7 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
         }
       }
     if (tid < 0) tid = lane_at(c.rank, c.start_ns);
-    nlohmann::json args = record_param_comms_args(c, c.rank);
+    nlohmann::json args = record_param_comms_args(c, c.rank, bytes_unknown);
     args["embedscope collective"] = c.name;
     args["step"] = c.step;
     emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":"record_param_comms","cat":"comm","ts":{},"dur":{},"args":{}}})",

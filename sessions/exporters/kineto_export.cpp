@@ -55,8 +55,18 @@ std::string kineto_dtype(const std::string& dtype) {
   return it != k.end() ? it->second : dtype;
 }
 
-nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank) {
+nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank, bool bytes_unknown) {
   const KinetoCommArgs a = kineto_comm_args(c);
+  if (bytes_unknown && c.bytes_sent == 0 && c.bytes_received == 0) {  // no counts: unknown, not 0 B
+    nlohmann::json j{{"Collective name", a.name},
+                     {"Group size", c.peers.size()},
+                     {"Process Group Name", c.group},
+                     {"Process Group Ranks", c.peers},
+                     {"Seq", c.sequence},
+                     {"Rank", rank}};
+    if (c.dtype != "unknown") j["dtype"] = a.dtype;
+    return j;
+  }
   return nlohmann::json{{"Collective name", a.name},
                         {"dtype", a.dtype},
                         {"In msg nelems", a.in_nelems},
@@ -68,6 +78,13 @@ nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank) 
                         {"Process Group Ranks", c.peers},
                         {"Seq", c.sequence},
                         {"Rank", rank}};
+}
+
+bool collective_bytes_unknown(const SessionReader& session) {
+  if (session.meta(meta::kImported, "0") != "1") return false;
+  const auto problems = session.import_stats();
+  return std::any_of(problems.begin(), problems.end(),
+                     [](const ImportStat& p) { return p.name == "collective_args_not_captured"; });
 }
 
 KinetoCommArgs kineto_comm_args(const CollectiveRecord& c) {
@@ -248,7 +265,8 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
     w.emit(fmt::format(R"J({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":"launches (placed by embedscope export)"}}}})J",
                        host_pid, kKinetoLaunchTid));
 
-  auto comm_args = [&](const CollectiveRecord& c) { return record_param_comms_args(c, rank); };
+  const bool bytes_unknown = collective_bytes_unknown(session);
+  auto comm_args = [&](const CollectiveRecord& c) { return record_param_comms_args(c, rank, bytes_unknown); };
   // An imported session (a Kineto or Nsight trace) holds its own launches (host calls with their
   // kernel's correlation) and record_param_comms spans: they stay what they were, a collective's
   // args go on the record_param_comms span that launched its first kernel (on a CPU rank: the
@@ -423,8 +441,10 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
             const Param& p = *param_of[i];
             const std::string knm = hta_comm_name(c.name) ? c.name : "nccl:" + c.name;
             std::string args = fmt::format(
-                R"("device":{},"stream":{},"correlation":{},"embedscope category":"{}","embedscope step":{},"bytes":{})",
-                device, stream, ++correlation, to_string(o.category), o.step, c.bytes_sent + c.bytes_received);
+                R"("device":{},"stream":{},"correlation":{},"embedscope category":"{}","embedscope step":{})", device,
+                stream, ++correlation, to_string(o.category), o.step);
+            if (!bytes_unknown || c.bytes_sent + c.bytes_received != 0)  // unknown: no "bytes" (not 0 B)
+              args += fmt::format(R"(,"bytes":{})", c.bytes_sent + c.bytes_received);
             if (knm != c.name) args += fmt::format(R"(,"embedscope name":{})", jstr(c.name));
             const std::string a = p.args.dump(-1, ' ', false, kReplace);
             args += "," + a.substr(1, a.size() - 2);

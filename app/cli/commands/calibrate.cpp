@@ -117,6 +117,7 @@ int cmd_calibrate(const CalibrateState& s) {
   inputs.insert(inputs.end(), s.check.begin(), s.check.end());
   refuse_output_that_is_an_input(s.output, "-o", inputs, "calibrate");  // tester45 F7: it destroyed the session
   refuse_existing_output(s.output, "-o", s.overwrite, "calibrate");
+  if (!s.output.empty()) make_output_folder(s.output, "-o");  // -o profiles/a.json makes profiles/, as run -o does
   es::DenseBench bench;
   if (!s.no_dense_bench) bench = [](const es::WorkloadSpec& spec) { return es::measure_dense_rates(spec); };
   const es::Calibration cal = es::calibrate(s.sessions, s.name, bench);

@@ -1,4 +1,4 @@
-// refuse_output_that_is_an_input, refuse_existing_output and make_output_folder (output_guard.h).
+// refuse_output_that_is_an_input and refuse_existing_output (output_guard.h).
 
 #include "output_guard.h"
 
@@ -38,16 +38,6 @@ void refuse_existing_output(const std::string& out, std::string_view flag, bool 
   throw engine::SpecError(fmt::format("{} {}: already exists; choose another name or allow overwriting it "
                                       "(embedscope {} ... {} {} --force-overwrite)",
                                       flag, out, command, flag, out));
-}
-
-void make_output_folder(const std::string& out, std::string_view flag) {
-  std::filesystem::path dir = std::filesystem::path(out).parent_path();
-  std::error_code ec;
-  if (dir.empty() || std::filesystem::is_directory(dir, ec)) return;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir))
-    throw engine::SpecError(fmt::format("{} {}: cannot make the folder {}: {}", flag, out, dir.string(),
-                                        ec ? ec.message() : std::string("not a directory")));
 }
 
 }  // namespace embedscope::cli

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "embedscope/engine/workload/output_folder.h"
+
 namespace embedscope::cli {
 
 /// The first of `inputs` that is the same file as `out` (compared by identity: same device and
@@ -29,12 +31,8 @@ void refuse_output_that_is_an_input(const std::string& out, std::string_view fla
 /// writing it (sessions::refuse_replacing_live_session, as run, import and merge refuse it).
 void refuse_existing_output(const std::string& out, std::string_view flag, bool overwrite, std::string_view command);
 
-/// Makes the folder `out` is to be written in when it is missing (its parent path with every
-/// missing folder above it, as `mkdir -p`; `scenario -o DIR` makes DIR the same way), so that
-/// `run -o runs/a.db` in an empty folder writes runs/a.db. Nothing for a name without a folder or
-/// a folder that exists. Throws engine::SpecError naming `flag`, `out` and the folder when it
-/// cannot be made (a file of that name is in the way, no permission): "-o x/a.db: cannot make
-/// the folder x: Not a directory".
-void make_output_folder(const std::string& out, std::string_view flag);
+/// The missing folder of an output file: engine::make_output_folder (output_folder.h), the one
+/// helper the UI's --screenshot shares.
+using engine::make_output_folder;
 
 }  // namespace embedscope::cli

@@ -209,6 +209,7 @@ int cmd_rebalance(const RebalanceState& s) {
   refuse_output_that_is_an_input(s.plan_out, "--plan-out", {s.file}, "rebalance");
   refuse_existing_output(s.plan_out, "--plan-out", s.overwrite, "rebalance");
   const ss::SessionReader session(s.file);
+  if (!s.plan_out.empty()) make_output_folder(s.plan_out, "--plan-out");  // plans/next.json makes plans/, as run -o does
   const std::string workload = session.meta(ss::meta::kWorkloadJson);
   const std::string plan_text = session.meta(ss::meta::kShardingPlanJson);
   // what it is before what it lacks (tester46 F11: an lm_embedding session read "not a session

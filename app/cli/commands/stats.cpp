@@ -93,9 +93,16 @@ std::unique_ptr<ss::SessionReader> open_for_stats(const std::string& file, std::
   } catch (const ss::SessionError& e) {
     const std::string what = e.what();
     // the -wal is beside it but damaged before the metadata's commit (tester47 F11)
-    if (what.find("no metadata table") != std::string::npos)
+    if (what.find("no metadata table") != std::string::npos) {
       if (const ss::WalScan wal = ss::scan_wal(file); wal.unread_bytes > 0)
         throw ss::SessionError(what + "; its -wal file is there but damaged: " + ss::describe_unread_wal(file, wal));
+      // an SQLite database an importer reads (an Nsight Systems export): what it is and how to
+      // make a session of it, as for a Kineto trace, not SQLite's "no metadata table"
+      if (const std::string kind = importable_kind(file); !kind.empty())
+        throw ss::SessionError(fmt::format("{}: an SQLite database but not a session: {}; {} reads sessions (.db): "
+                                           "import it first: embedscope import {}",
+                                           file, kind, command, file));
+    }
     if (what.find("not an SQLite database") == std::string::npos) throw;
     if (const std::string kind = embedscope_json_kind(file); !kind.empty())
       throw ss::SessionError(

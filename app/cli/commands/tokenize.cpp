@@ -64,6 +64,10 @@ void check_tokenize_args(const TokenizeState& s) {
   }
   if (text_bytes == 0)
     throw es::SpecError(fmt::format("--input {}: the input text is empty (nothing to train on)", fmt::join(s.inputs, ", ")));
+  // the outputs' missing folders, as run -o makes its own (made before the training, so that a
+  // name that cannot be written is said before its seconds of work)
+  make_output_folder(s.output, "-o");
+  if (!s.model_out.empty()) make_output_folder(s.model_out, "--model-out");
 }
 
 int cmd_tokenize(const TokenizeState& s) {

@@ -39,6 +39,8 @@
 
 #include "jobs/analysis_job.h"
 #include "core/import_target.h"
+#include "embedscope/engine/workload/output_folder.h"
+#include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "jobs/import_job.h"
 #include "shell/main_window.h"
@@ -601,6 +603,11 @@ int main(int argc, char** argv) {
     QApplication::processEvents();
     embedscope::ui::wait_for_analyses(&w);  // what the analyses found, not "computing ..."
     QApplication::processEvents();
+    try {  // shots/a.png in an empty folder makes shots/, as `embedscope run -o` makes its folder
+      embedscope::engine::make_output_folder(screenshot.toStdString(), "--screenshot");
+    } catch (const embedscope::engine::SpecError& e) {
+      return fail(QString::fromStdString(e.what()));
+    }
     if (const QString why = save_screenshot(w.grab().toImage(), screenshot); !why.isEmpty())
       return fail(screenshot + ": cannot write the screenshot: " + why);
     return 0;

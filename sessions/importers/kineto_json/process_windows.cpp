@@ -86,7 +86,8 @@ void append_window(RankTrace& into, RankTrace&& w, int64_t shift) {
   if (into.backend.empty()) into.backend = w.backend;
   into.world_size = std::max(into.world_size, w.world_size);
   into.sources.insert(into.sources.end(), w.sources.begin(), w.sources.end());
-  // the cut of the last window is the trace's (trace_builder.cpp: the step the cut fell in)
+  // the cut of the last window is the trace's (trace_builder.cpp: the step the cut fell in); an
+  // earlier window's is kept in earlier_window_cuts (join_process_windows)
   into.cut = w.cut;
   into.last_before_cut = w.cut && w.last_before_cut >= 0 ? first + w.last_before_cut : -1;
 }
@@ -187,8 +188,24 @@ void join_process_windows(std::vector<RankTrace>& traces, const Interner& names,
                            static_cast<double>(last.steps.front().end - last.steps.front().ts) / 1e3, last.events.size())
              : std::string();
     const std::string stub_file = last.file;
+    std::string window_file = into.file;  // the file of the window appended last
     for (size_t k = 1; k < members.size(); ++k) {
       const size_t i = members[k];
+      // The window before this one was cut short: the step its cut fell in is incomplete as the
+      // last window's is (trace_builder.cpp), its events ending before the next window's begin
+      // (tester57b: only the last window's cut step was made incomplete).
+      if (into.cut && into.last_before_cut >= 0) {
+        RankTrace::WindowCut c;
+        c.last_before_cut = into.last_before_cut;
+        c.file = window_file;
+        for (size_t m = k; m < members.size(); ++m)
+          if (!empty(range[members[m]])) {
+            c.next_window_ts = range[members[m]].first + shift[members[m]];
+            break;
+          }
+        into.earlier_window_cuts.push_back(std::move(c));
+      }
+      window_file = traces[i].file;
       files += ", " + traces[i].file;
       if (!(bases || absolute))
         gaps += (gaps.empty() ? "" : ", ") + ms_text(file_names[i].stamp_ns - file_names[members[k - 1]].stamp_ns);

@@ -59,8 +59,10 @@ bool has_clock_epoch(const RankTrace& tr);
 /// of record_function, which ProfilerStep#N is) is the stub the profiler writes when it stops
 /// right after step() began the next step: that span is left out of the steps (its events kept,
 /// in no step), info problem `stub_window`. The joined trace keeps the first window's file as
-/// its `file` and every window in `sources`; a cut short window other than the last keeps its own
-/// problem (truncated), the last one's cut is the joined trace's. Other traces are untouched.
+/// its `file` and every window in `sources`; every cut short window keeps its own problem
+/// (truncated): the last one's cut is the joined trace's (`cut`), each earlier one's is in
+/// `earlier_window_cuts`, so the step each cut fell in is incomplete (trace_builder.cpp). Other
+/// traces are untouched.
 void join_process_windows(std::vector<RankTrace>& traces, const Interner& names, ImportProblems& problems);
 
 }  // namespace embedscope::sessions::importers::kineto

@@ -15,6 +15,7 @@
 #include "embedscope/sessions/model/wait_span.h"
 #include "importers/common/lane_checks.h"
 #include "importers/kineto_json/host_collectives.h"
+#include "importers/kineto_json/incomplete_steps.h"
 
 namespace embedscope::sessions::importers::kineto {
 
@@ -221,29 +222,19 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     // the legacy profiler, which writes every event in start order): that step lost its events
     // after the cut (testerB F3: 288 of ProfilerStep#2's 566 ops survived), so it is incomplete
     // and gets no window, as a run's step that did not end: its events keep its number, out of
-    // the step figures (`cut_step`). The next step's span, written after those ops, was lost with
-    // the cut, while the other threads' events of that step (written before the steps' thread:
-    // the DDP reducer's all-reduces of nccl_data, tester49 F2's remark) may have survived: they
-    // lie in that step in the whole trace and are kept as step N+1 (`lost`), without a window
-    // either. Import problem last_step_cut says both. A cut that fell after the last step's end
-    // on its thread lost no step span: the whole-trace rule.
-    struct LostStep {
-      int64_t number = -1;  // -1: none
-      int64_t from = 0;     // the last surviving step's end, trace clock ns
-    } lost;
-    const Step* cut_step = nullptr;
-    if (tr.cut && !steps.empty() && tr.last_before_cut >= 0) {
-      const Step& last = steps.back();
-      const Event& at_cut = tr.events[static_cast<size_t>(tr.last_before_cut)];
-      const bool next_absent = std::none_of(steps.begin(), steps.end(), [&](const Step& s) { return s.number == last.number + 1; });
-      if (at_cut.kind == EventKind::cpu && (at_cut.lane == last.lane || tr.legacy_profiler) && at_cut.ts >= last.ts &&
-          at_cut.ts < last.end) {
-        cut_step = &last;
-        if (next_absent) lost = {last.number + 1, last.end};
-      }
-    }
+    // the step figures. The next step's span, written after those ops, was lost with the cut,
+    // while the other threads' events of that step (written before the steps' thread: the DDP
+    // reducer's all-reduces of nccl_data, tester49 F2's remark) may have survived: they lie in
+    // that step in the whole trace and are kept as step N+1 (IncompleteStep::lost), without a
+    // window either. The same for each cut window of a joined process, and for a last step whose
+    // iteration was aborted (incomplete_steps.h). Import problems last_step_cut and
+    // aborted_last_step say so.
+    const std::vector<IncompleteStep> incomplete = incomplete_steps(tr, steps, names);
+    auto is_incomplete = [&](const Step& s) {
+      return std::any_of(incomplete.begin(), incomplete.end(), [&](const IncompleteStep& i) { return i.number == s.number; });
+    };
     for (const Step& s : steps) {
-      if (&s == cut_step) continue;  // incomplete: no window
+      if (is_incomplete(s)) continue;  // no window
       StepMetric m;
       m.step = s.number;
       m.rank = rank;
@@ -262,7 +253,9 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
         if (ts < it->end) return it->number;
         break;
       }
-      return lost.number >= 0 && ts >= lost.from ? lost.number : -1;
+      for (const IncompleteStep& i : incomplete)
+        if (i.lost >= 0 && ts >= i.lost_from && ts < i.lost_to) return i.lost;
+      return -1;
     };
     // an Embedscope export's op keeps the session's step (Event::arg_step)
     auto export_step = [&](const Event& e) {
@@ -439,6 +432,8 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     // --- collectives: one record per record_param_comms span that launched NCCL kernels (or,
     // on a CPU rank, the span itself)
     std::map<std::string, uint64_t> next_seq;
+    int64_t without_counts = 0;  // records whose span names the collective but gives no element count
+    std::string first_without_counts;
     for (auto& [pi, c] : colls) {
       const CommParams& p = tr.comm_params[static_cast<size_t>(tr.events[static_cast<size_t>(pi)].comm_param)];
       CollectiveRecord& r = c.rec;
@@ -474,7 +469,11 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       else for (int32_t i = 0; i < n; ++i) r.peers.push_back(i);
       r.send_elements = p.in_split;
       r.recv_elements = p.out_split;
-      if (damaged) {
+      // No element count at all (no In / Out msg nelems, no splits: an export of a trace whose bytes
+      // were unknown writes its spans so): bytes unknown, not 0 B, as a span without arguments
+      const bool no_counts = p.in_nelems < 0 && p.out_nelems < 0 && p.in_split.empty() && p.out_split.empty();
+      if (no_counts && !damaged && without_counts++ == 0) first_without_counts = r.name;
+      if (damaged || no_counts) {
         rec.collectives.push_back(r);
         ++summary.events["collectives"];
         continue;
@@ -517,6 +516,13 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       rec.collectives.push_back(r);
       ++summary.events["collectives"];
     }
+    if (without_counts)
+      problems.add("collective_args_not_captured", Severity::info, {tr.file, -1},
+                   fmt::format("rank {}: {} collective(s) (first: {}) have record_param_comms spans without element "
+                               "counts (no In msg nelems, Out msg nelems nor split sizes, as `embedscope export` writes "
+                               "the collectives of a trace whose bytes were unknown): their bytes are unknown and are "
+                               "not counted (stats and the Summary say so)",
+                               rank, without_counts, first_without_counts.substr(0, 120)));
     // A CPU rank whose trace has no record_param_comms span (the legacy profiler, testerB F7): its
     // gloo:* calls are its collectives (host_collectives.h), numbered per operation in start
     // order; each call carries that number as its correlation (the collective's sequence, as an
@@ -557,24 +563,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
                                  rank, gloo.size()));
       }
     }
-    if (cut_step) {
-      int64_t in_cut = 0, events_kept = 0, colls_kept = 0;
-      for (const OpEvent& o : ops) {
-        in_cut += o.step == cut_step->number ? 1 : 0;
-        events_kept += lost.number >= 0 && o.step == lost.number ? 1 : 0;
-      }
-      for (const CollectiveRecord& c : rec.collectives) colls_kept += lost.number >= 0 && c.step == lost.number ? 1 : 0;
-      std::string text = fmt::format("rank {}: the cut fell inside ProfilerStep#{} on its thread: its events after the "
-                                     "cut are lost, so step {} is incomplete and out of the step figures (its {} "
-                                     "event{} kept)",
-                                     rank, cut_step->number, cut_step->number, in_cut, in_cut == 1 ? "" : "s");
-      if (events_kept > 0)
-        text += fmt::format("; ProfilerStep#{}'s span was lost with it: the {} event{} after step {}'s end ({} "
-                            "collective{}) are kept as step {}, incomplete and out of the step figures too",
-                            lost.number, events_kept, events_kept == 1 ? "" : "s", cut_step->number, colls_kept,
-                            colls_kept == 1 ? "" : "s", lost.number);
-      problems.add("last_step_cut", Severity::data_loss, {tr.file, -1}, text);
-    }
+    say_incomplete_steps(incomplete, rank, ops, rec.collectives, problems);
     // An Embedscope export's own record_param_comms spans (the Chrome export's, and the Kineto
     // export's without "embedscope category": written for the collective records, not ops of the
     // session) are records only: the session comes back with the ops it had (tester53 F2: stats

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <set>
 #include <string>
 #include <string_view>
@@ -153,6 +154,16 @@ struct RankTrace {
   /// export split by process (rank_processes.h).
   bool cut = false;
   int64_t last_before_cut = -1;
+  /// The cuts of the windows of a joined process before its last one (process_windows.h): each
+  /// such window's file was cut short too, so the step its cut fell in is incomplete as the last
+  /// window's is (`cut`, `last_before_cut`). Empty for a trace of one file.
+  struct WindowCut {
+    int64_t last_before_cut = -1;  ///< index into `events` of the last event its file held
+    /// where the next window's events begin (trace clock ns): this window's steps start before
+    int64_t next_window_ts = std::numeric_limits<int64_t>::max();
+    std::string file;              ///< the window's file
+  };
+  std::vector<WindowCut> earlier_window_cuts;
   /// names (Interner ids) of the host spans of cat user_annotation (record_function ranges,
   /// "## forward ##"): they enclose ops and stay off the critical path (tester37 #16)
   std::set<uint32_t> annotation_names;
