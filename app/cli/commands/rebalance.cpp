@@ -553,9 +553,10 @@ int cmd_rebalance(const RebalanceState& s) {
                              measured_imbalance ? fmt::format("{:.2f}", *measured_imbalance) : std::string("not recorded"),
                              first, last, med, p.imbalance_before, p.imbalance_after);
   } else {
-    std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", fmt::format("{} before", unit), fmt::format("{} after", unit));
+    const std::string before = fmt::format("{} before", unit), after = fmt::format("{} after", unit);
+    std::cout << fmt::format("{:<5} {:>{}} {:>{}}\n", "rank", before, before.size(), after, after.size());
     for (size_t r = 0; r < p.load_before.size(); ++r)
-      std::cout << fmt::format("{:<5} {:>14} {:>14}\n", r, p.load_before[r], p.load_after[r]);
+      std::cout << fmt::format("{:<5} {:>{}} {:>{}}\n", r, p.load_before[r], before.size(), p.load_after[r], after.size());
     std::cout << fmt::format("imbalance    {} max/mean {:.2f} observed; {:.2f} predicted after the moves\n", unit,
                              p.imbalance_before, p.imbalance_after);
   }

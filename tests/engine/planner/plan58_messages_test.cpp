@@ -18,7 +18,7 @@ using nlohmann::json;
 namespace es = embedscope::engine;
 
 namespace {
-std::filesystem::path scratch() {
+std::filesystem::path plan58_scratch() {
   static const auto dir = [] {
     auto d = std::filesystem::temp_directory_path() / ("es_plan58_" + std::to_string(getpid()));
     std::filesystem::remove_all(d);
@@ -27,10 +27,10 @@ std::filesystem::path scratch() {
   }();
   return dir;
 }
-using Result = embedscope::test_support::CliResult;
-Result cli(const std::string& args) { return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, scratch()); }
+using Plan58Result = embedscope::test_support::CliResult;
+Plan58Result plan58_cli(const std::string& args) { return embedscope::test_support::run_cli(EMBEDSCOPE_CLI, args, plan58_scratch()); }
 
-es::ShardingPlan plan_of(int world, const std::vector<std::vector<es::Shard>>& tables) {
+es::ShardingPlan plan58_plan_of(int world, const std::vector<std::vector<es::Shard>>& tables) {
   es::ShardingPlan p;
   p.world_size = world;
   p.local_world_size = world;
@@ -47,7 +47,7 @@ es::ShardingPlan plan_of(int world, const std::vector<std::vector<es::Shard>>& t
 // By hand: 2 table_wise tables on ranks 0 and 2 of 6, a row_wise table whose shard on rank 5 is
 // empty (0 rows) and one on rank 3 of 0 columns: ranks 1, 3, 4, 5 hold no rows.
 TEST(IdleRanks, RanksWithoutRowsAndTheirNote) {
-  const es::ShardingPlan p = plan_of(6, {{{0, 0, 10, 0, 8}}, {{2, 0, 10, 0, 8}}, {{5, 3, 0, 0, 8}, {3, 0, 3, 0, 0}}});
+  const es::ShardingPlan p = plan58_plan_of(6, {{{0, 0, 10, 0, 8}}, {{2, 0, 10, 0, 8}}, {{5, 3, 0, 0, 8}, {3, 0, 3, 0, 0}}});
   EXPECT_EQ(es::ranks_without_rows(p), (std::vector<int>{1, 3, 4, 5}));
   EXPECT_EQ(es::format_rank_list({1, 3, 4, 5}), "ranks 1, 3-5");
   EXPECT_EQ(es::format_rank_list({4, 5, 6, 7}), "ranks 4-7");
@@ -58,13 +58,13 @@ TEST(IdleRanks, RanksWithoutRowsAndTheirNote) {
                                          0),
             0u)
       << es::idle_ranks_note(p);
-  EXPECT_EQ(es::idle_ranks_note(plan_of(2, {{{0, 0, 1, 0, 4}}, {{1, 0, 1, 0, 4}}})), "");
+  EXPECT_EQ(es::idle_ranks_note(plan58_plan_of(2, {{{0, 0, 1, 0, 4}}, {{1, 0, 1, 0, 4}}})), "");
 }
 
 // tiny's 4 tables table_wise on 8 ranks: greedy puts one on each of ranks 0-3, ranks 4-7 hold
 // none (tester58 F4: plan, run and scaling said nothing).
 TEST(IdleRanks, PlanRunAndScalingNameTheRanksWithNoShard) {
-  Result r = cli("plan --preset tiny --devices 8 --sharding table_wise");
+  Plan58Result r = plan58_cli("plan --preset tiny --devices 8 --sharding table_wise");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("note: ranks 4-7 (4 of 8) hold no embedding rows (4 tables over 8 ranks): they look nothing up "
                        "but still join every collective (the embedding all-to-alls and the dense all-reduce); to give "
@@ -72,30 +72,30 @@ TEST(IdleRanks, PlanRunAndScalingNameTheRanksWithNoShard) {
                        "chooses), or use fewer devices\n"),
             std::string::npos)
       << r.out;
-  r = cli("plan --preset tiny --devices 8 --sharding table_wise --json");
+  r = plan58_cli("plan --preset tiny --devices 8 --sharding table_wise --json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["ranks_without_rows"], json({4, 5, 6, 7}));
-  r = cli("plan --preset tiny --devices 4 --sharding table_wise");  // one table a rank: no note
+  r = plan58_cli("plan --preset tiny --devices 4 --sharding table_wise");  // one table a rank: no note
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.find("hold no embedding rows"), std::string::npos) << r.out;
-  r = cli("plan --preset tiny --devices 8 --sharding row_wise");  // t_c's 1000 rows give every rank some
+  r = plan58_cli("plan --preset tiny --devices 8 --sharding row_wise");  // t_c's 1000 rows give every rank some
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.find("hold no embedding rows"), std::string::npos) << r.out;
 
-  r = cli("run --preset tiny --devices 8 --steps 1 --held-out-batches 0 -o " + (scratch() / "tiny8.db").string() +
+  r = plan58_cli("run --preset tiny --devices 8 --steps 1 --held-out-batches 0 -o " + (plan58_scratch() / "tiny8.db").string() +
           " --force-overwrite");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("note: ranks 4-7 (4 of 8) hold no embedding rows (4 tables over 8 ranks)"), std::string::npos)
       << r.err;
 
-  r = cli("scaling --preset tiny --simulate h100_sxm --gpus 8 --shardings table_wise --steps 2");
+  r = plan58_cli("scaling --preset tiny --simulate h100_sxm --gpus 8 --shardings table_wise --steps 2");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("table_wise at 8 GPUs: ranks "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" (4 of 8) hold no embedding rows (4 tables): they look nothing up but still join every "
                        "collective; try row_wise or table_row_wise for the largest tables, or fewer GPUs"),
             std::string::npos)
       << r.out;
-  r = cli("scaling --preset tiny --simulate h100_sxm --gpus 8 --shardings table_wise --steps 2 --json");
+  r = plan58_cli("scaling --preset tiny --simulate h100_sxm --gpus 8 --shardings table_wise --steps 2 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = json::parse(r.out);
   ASSERT_EQ(j["points"].size(), 1u);
@@ -112,9 +112,9 @@ TEST(MemoryRefusal, SaysWhatToTry) {
                   {"features", {{{"name", "fs"}, {"pooling_factor", 1}}, {{"name", "fb"}, {"pooling_factor", 1}}}},
                   {"batch_size", 4},
                   {"devices", {{"count", 2}, {"memory_bytes", 16 << 20}}}};
-  const auto f = scratch() / "oom.json";
+  const auto f = plan58_scratch() / "oom.json";
   std::ofstream(f) << w.dump();
-  const Result r = cli("plan " + f.string());
+  const Plan58Result r = plan58_cli("plan " + f.string());
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("/devices/memory_bytes: the workload does not fit on the devices under this sharding plan:\n  "
                        "rank "),
@@ -134,7 +134,7 @@ TEST(MemoryRefusal, SaysWhatToTry) {
 TEST(PlanDense, TheSameOnEveryRankUnderEveryPlan) {
   std::set<int64_t> dense;
   for (const char* type : {"table_wise", "row_wise", "column_wise"}) {
-    const Result r = cli(std::string("plan --preset criteo_kaggle --devices 8 --sharding ") + type + " --json");
+    const Plan58Result r = plan58_cli(std::string("plan --preset criteo_kaggle --devices 8 --sharding ") + type + " --json");
     ASSERT_EQ(r.code, 0) << r.err;
     const json j = json::parse(r.out);
     ASSERT_EQ(j["memory"].size(), 8u);

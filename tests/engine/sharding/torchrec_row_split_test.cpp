@@ -23,14 +23,14 @@ using namespace embedscope::engine;
 
 namespace {
 
-WorkloadSpec split_spec(ShardingType type) {
+WorkloadSpec rw_split_spec(ShardingType type) {
   WorkloadSpec s = parity::parity_spec(type, 4, Pooling::sum, OptimizerType::rowwise_adagrad);
   s.tables[0].num_embeddings = 9;
   s.warmup_steps = 0;
   return s;
 }
 
-std::vector<std::pair<int64_t, int64_t>> ranges(const TablePlan& tp) {
+std::vector<std::pair<int64_t, int64_t>> rw_split_ranges(const TablePlan& tp) {
   std::vector<std::pair<int64_t, int64_t>> out;
   for (const Shard& s : tp.shards) out.emplace_back(s.row_offset, s.num_rows);
   return out;
@@ -43,24 +43,24 @@ std::vector<std::pair<int64_t, int64_t>> ranges(const TablePlan& tp) {
 // table_row_wise over nodes of 2 ranks: t0 -> 5, 4; t1 -> 1, 0; t2 -> 2, 1; t3 -> 25, 25.
 TEST(TorchRecRowSplit, PlanRowRangesByHand) {
   using R = std::vector<std::pair<int64_t, int64_t>>;
-  const ShardingPlan rw = plan_sharding(split_spec(ShardingType::row_wise));
-  EXPECT_EQ(ranges(rw.tables[0]), (R{{0, 3}, {3, 3}, {6, 3}, {9, 0}}));
-  EXPECT_EQ(ranges(rw.tables[1]), (R{{0, 1}, {1, 0}, {1, 0}, {1, 0}}));
-  EXPECT_EQ(ranges(rw.tables[2]), (R{{0, 1}, {1, 1}, {2, 1}, {3, 0}}));
-  EXPECT_EQ(ranges(rw.tables[3]), (R{{0, 13}, {13, 13}, {26, 13}, {39, 11}}));
-  const ShardingPlan twrw = plan_sharding(split_spec(ShardingType::table_row_wise));
-  EXPECT_EQ(ranges(twrw.tables[0]), (R{{0, 5}, {5, 4}}));
-  EXPECT_EQ(ranges(twrw.tables[1]), (R{{0, 1}, {1, 0}}));
-  EXPECT_EQ(ranges(twrw.tables[2]), (R{{0, 2}, {2, 1}}));
-  EXPECT_EQ(ranges(twrw.tables[3]), (R{{0, 25}, {25, 25}}));
+  const ShardingPlan rw = plan_sharding(rw_split_spec(ShardingType::row_wise));
+  EXPECT_EQ(rw_split_ranges(rw.tables[0]), (R{{0, 3}, {3, 3}, {6, 3}, {9, 0}}));
+  EXPECT_EQ(rw_split_ranges(rw.tables[1]), (R{{0, 1}, {1, 0}, {1, 0}, {1, 0}}));
+  EXPECT_EQ(rw_split_ranges(rw.tables[2]), (R{{0, 1}, {1, 1}, {2, 1}, {3, 0}}));
+  EXPECT_EQ(rw_split_ranges(rw.tables[3]), (R{{0, 13}, {13, 13}, {26, 13}, {39, 11}}));
+  const ShardingPlan twrw = plan_sharding(rw_split_spec(ShardingType::table_row_wise));
+  EXPECT_EQ(rw_split_ranges(twrw.tables[0]), (R{{0, 5}, {5, 4}}));
+  EXPECT_EQ(rw_split_ranges(twrw.tables[1]), (R{{0, 1}, {1, 0}}));
+  EXPECT_EQ(rw_split_ranges(twrw.tables[2]), (R{{0, 2}, {2, 1}}));
+  EXPECT_EQ(rw_split_ranges(twrw.tables[3]), (R{{0, 25}, {25, 25}}));
 }
 
 // The empty shards train as the unsharded reference on the cpu backend and on the device stand-in.
 TEST(TorchRecRowSplit, EmptyShardsMatchTheReferenceOnCpuAndDeviceStandIn) {
   for (ShardingType type : {ShardingType::row_wise, ShardingType::table_row_wise}) {
     SCOPED_TRACE(to_string(type));
-    parity::check_parity(split_spec(type));
-    parity::check_parity(split_spec(type), {}, true);
+    parity::check_parity(rw_split_spec(type));
+    parity::check_parity(rw_split_spec(type), {}, true);
   }
 }
 
@@ -68,7 +68,7 @@ TEST(TorchRecRowSplit, EmptyShardsMatchTheReferenceOnCpuAndDeviceStandIn) {
 // each shard's rows, counted here from the batches themselves; the empty shard counts none, and
 // stats' ids looked up per rank are their sums.
 TEST(TorchRecRowSplit, SessionLoadAndStatsCountTheIdsOfEachShard) {
-  const WorkloadSpec s = split_spec(ShardingType::row_wise);
+  const WorkloadSpec s = rw_split_spec(ShardingType::row_wise);
   const ShardingPlan plan = plan_sharding(s);
   const BatchGenerator gen(s);
   TrainerOptions opt;
