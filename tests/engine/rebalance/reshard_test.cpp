@@ -158,8 +158,9 @@ TEST(Reshard, PredictedIdsOfRowShardsFollowTheirRows) {
   WorkloadSpec s;
   s.tables = {{"hot", 10, 4, Pooling::sum, {"f0"}}};
   const TablePlan tp = row_wise_table_plan(s, 0, 4);
-  EXPECT_EQ(row_wise_predicted_ids(10, tp), (std::vector<int64_t>{3, 3, 2, 2}));
-  EXPECT_EQ(row_wise_predicted_ids(7, tp), (std::vector<int64_t>{3, 2, 1, 1}));  // floors {2, 2, 1, 1}, one left
+  // shards of TorchRec's {3, 3, 3, 1} rows
+  EXPECT_EQ(row_wise_predicted_ids(10, tp), (std::vector<int64_t>{3, 3, 3, 1}));
+  EXPECT_EQ(row_wise_predicted_ids(7, tp), (std::vector<int64_t>{3, 2, 2, 0}));  // floors of 2.1, 2.1, 2.1, 0.7: {2, 2, 2, 0}, one left
   EXPECT_EQ(row_wise_predicted_ids(0, tp), (std::vector<int64_t>(4, 0)));
   TablePlan empty = tp;
   for (auto& sd : empty.shards) sd.num_rows = 0;
