@@ -149,7 +149,9 @@ struct ReplayedMemory {
   int64_t optimizer_state = 0;  ///< the shards' optimizer state blocks
   int64_t dense = 0;            ///< dense parameters + gradients, and the activations' block (on
                                 ///< cuda: the resident layout's for dot / cat, else with the
-                                ///< largest dense call's device copies under it)
+                                ///< largest dense call's device copies under it); each the
+                                ///< bytes asked for, 512 B rounded (not the allocator's block, whose
+                                ///< unsplit slack depends on the plan: it counts in the peak)
   int64_t peak = 0;             ///< peak allocated over the replayed iterations
   int64_t ahead_at_peak = 0;    ///< at the peak: blocks of batches after the one training
   int64_t cache = 0;            ///< host_cached shards' device caches (model/host_cache.h)

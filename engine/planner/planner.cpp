@@ -28,6 +28,18 @@ std::vector<int64_t> even_split(int64_t n, int parts) {
   return out;
 }
 
+std::vector<int64_t> row_wise_split(int64_t rows, int parts) {
+  if (parts < 1) throw std::invalid_argument("row_wise_split: parts must be >= 1");
+  if (rows < 0) throw std::invalid_argument(fmt::format("row_wise_split: {} rows", rows));
+  std::vector<int64_t> out(static_cast<size_t>(parts), 0);
+  if (rows == 0) return out;
+  const int64_t block = rows / parts + (rows % parts != 0 ? 1 : 0);  // ceil(rows / parts)
+  const int64_t full = rows / block;                                  // ranks with a whole block
+  for (int64_t r = 0; r < parts; ++r)
+    out[static_cast<size_t>(r)] = r < full ? block : r == full ? rows - block * full : 0;
+  return out;
+}
+
 std::vector<int64_t> column_split(int64_t dim, int parts) {
   if (parts < 1 || parts > dim)
     throw std::invalid_argument(fmt::format("column_split: {} shards of {} columns", parts, dim));
@@ -98,7 +110,7 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
         for (auto& l : load) l += table_bytes(t);
         break;
       case ShardingType::row_wise: {
-        auto rows = even_split(t.rows(), world);
+        auto rows = row_wise_split(t.rows(), world);
         int64_t off = 0;
         for (int r = 0; r < world; ++r) {
           tp.shards.push_back({r, off, rows[static_cast<size_t>(r)], 0, t.embedding_dim});
@@ -224,7 +236,7 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
       for (int64_t w : column_split(t.embedding_dim, parts)) {
         const int n = argmin_node(used);
         used.push_back(n);
-        const auto rows = even_split(t.rows(), lws);
+        const auto rows = row_wise_split(t.rows(), lws);
         int64_t row_off = 0;
         for (int l = 0; l < lws; ++l) {
           tp.shards.push_back({n * lws + l, row_off, rows[static_cast<size_t>(l)], off, w});
@@ -244,7 +256,7 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
     TablePlan& tp = plan.tables[i];
     if (tp.type != ShardingType::table_row_wise) continue;
     const TableSpec& t = spec.tables[i];
-    auto rows = even_split(t.rows(), plan.local_world_size);
+    auto rows = row_wise_split(t.rows(), plan.local_world_size);
     int64_t off = 0;
     for (int l = 0; l < plan.local_world_size; ++l) {
       tp.shards.push_back({tp.node * plan.local_world_size + l, off, rows[static_cast<size_t>(l)], 0,
@@ -441,9 +453,23 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
       continue;  // said above
     replayed.add(e.rank, shortfall_line(spec, e), e.peak_reserved);
   }
+  // what to try when the bytes do not fit (tester58 F5), one line after the ranks'
+  std::string remedy;
+  if (!lines.empty()) {
+    size_t largest = 0;
+    for (size_t i = 1; i < spec.tables.size(); ++i)
+      if (table_bytes(spec.tables[i]) > table_bytes(spec.tables[largest])) largest = i;
+    remedy = fmt::format(
+        "\n  to try: `plan --auto` (a plan that fits, if one does; with --allow-storage fp16,int8,host_cached it may "
+        "also store the largest tables smaller or in host memory), row_wise or column_wise for the largest table{}, more "
+        "devices (--devices), or a larger devices.memory_bytes",
+        spec.tables.empty() ? std::string()
+                            : fmt::format(" (\"{}\", {})", spec.tables[largest].name,
+                                          format_bytes(table_bytes(spec.tables[largest]))));
+  }
   if (!lines.empty() || !segments.empty() || !replayed.empty())
     throw SpecError("/devices/memory_bytes: the workload does not fit on the devices under this "
-                    "sharding plan:" + lines.str() + segments.str() + replayed.str());
+                    "sharding plan:" + lines.str() + remedy + segments.str() + replayed.str());
 }
 
 nlohmann::json to_json(const WorkloadSpec& spec, const ShardingPlan& plan) {

@@ -292,7 +292,9 @@ class Search {
   // ranks gave rank 3 a 0 x 16 shard): an open table with fewer rows than the ranks a type splits
   // its rows over does not allow that type (row_wise: the world; table_row_wise and grid_shard:
   // a node's ranks). It keeps table_wise (and column_wise, data_parallel where allowed), as
-  // TorchRec's planner would place such a table.
+  // TorchRec's planner would place such a table. A table with at least as many rows as ranks
+  // keeps the type even where TorchRec's ceil-block split (row_wise_split) leaves its last
+  // ranks empty (14 rows over 8 ranks: 7 x 2 + 0), as TorchRec does.
   void drop_empty_row_shards(size_t i) {
     const int64_t rows = spec_.tables[i].rows();
     std::vector<ShardingType>& a = tables_[i].allowed;
@@ -528,7 +530,7 @@ class Search {
           for (int r = 0; r < W_; ++r) put(i, tp.type, {r, 0, t.rows(), 0, t.embedding_dim});
           break;
         case ShardingType::row_wise: {
-          const auto rows = even_split(t.rows(), W_);
+          const auto rows = row_wise_split(t.rows(), W_);
           int64_t off = 0;
           for (int r = 0; r < W_; ++r) {
             put(i, tp.type, {r, off, rows[static_cast<size_t>(r)], 0, t.embedding_dim});
@@ -656,12 +658,12 @@ class Search {
     return c;
   }
 
-  // Columns [c0, c0 + cols) of table i with its rows split evenly over the ranks of `node`
+  // Columns [c0, c0 + cols) of table i with its rows split over the ranks of `node` (row_wise_split)
   // (table_row_wise: every column; grid_shard: one column block).
   template <class Put>
   void place_rows(size_t i, ShardingType type, int node, int64_t c0, int64_t cols, Put& put) const {
     const TableSpec& t = spec_.tables[i];
-    const auto rows = even_split(t.rows(), L_);
+    const auto rows = row_wise_split(t.rows(), L_);
     int64_t off = 0;
     for (int l = 0; l < L_; ++l) {
       put(i, type, {node * L_ + l, off, rows[static_cast<size_t>(l)], c0, cols});

@@ -17,7 +17,7 @@ TablePlan row_wise_table_plan(const WorkloadSpec& spec, int table, int world) {
   TablePlan tp;
   tp.table = table;
   tp.type = ShardingType::row_wise;
-  const std::vector<int64_t> rows = even_split(t.rows(), world);
+  const std::vector<int64_t> rows = row_wise_split(t.rows(), world);
   int64_t off = 0;
   for (int r = 0; r < world; ++r) {
     tp.shards.push_back({r, off, rows[static_cast<size_t>(r)], 0, t.embedding_dim});

@@ -20,7 +20,7 @@ namespace embedscope::engine::parity {
 
 constexpr double kAbs = 2e-5, kRel = 1e-4;
 
-// Uneven rows and dims: 10 rows x 6 (row-wise over 4: 3,3,2,2), 1 row, 3 rows (one row-wise
+// Uneven rows and dims: 10 rows x 6 (row-wise over 4, as TorchRec: 3,3,3,1), 1 row, 3 rows (one row-wise
 // rank is empty at world 4) shared by two features, 50 rows x 16 with Zipf ids; bag lengths
 // vary (Poisson mean 3, max 6), so empty bags happen.
 inline WorkloadSpec parity_spec(ShardingType type, int world, Pooling pooling, OptimizerType opt) {

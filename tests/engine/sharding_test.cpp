@@ -11,6 +11,20 @@ TEST(Splits, UnevenRowsAndColumns) {
   EXPECT_EQ(even_split(3, 4), (std::vector<int64_t>{1, 1, 1, 0}));
   EXPECT_EQ(even_split(0, 2), (std::vector<int64_t>{0, 0}));
   EXPECT_THROW(even_split(3, 0), std::invalid_argument);
+  // TorchRec's row-wise split (_calculate_rw_shard_sizes_and_offsets), by hand: block =
+  // ceil(rows / parts), rows / block ranks of a block, then the remainder, then 0.
+  EXPECT_EQ(row_wise_split(10, 4), (std::vector<int64_t>{3, 3, 3, 1}));  // block 3: 3 full, 10 - 9
+  EXPECT_EQ(row_wise_split(5, 4), (std::vector<int64_t>{2, 2, 1, 0}));   // TorchRec's docstring example
+  EXPECT_EQ(row_wise_split(14, 8), (std::vector<int64_t>{2, 2, 2, 2, 2, 2, 2, 0}));  // block 2: 7 full, rest 0
+  EXPECT_EQ(row_wise_split(3, 4), (std::vector<int64_t>{1, 1, 1, 0}));
+  EXPECT_EQ(row_wise_split(9, 4), (std::vector<int64_t>{3, 3, 3, 0}));
+  EXPECT_EQ(row_wise_split(8, 4), (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(row_wise_split(1, 1), (std::vector<int64_t>{1}));
+  EXPECT_EQ(row_wise_split(0, 2), (std::vector<int64_t>{0, 0}));
+  // criteo_kaggle's t_cat_3 / 100 (22,026 rows) on 8 ranks: block 2,754, 7 x 2,754 = 19,278, last 2,748
+  EXPECT_EQ(row_wise_split(22026, 8), (std::vector<int64_t>{2754, 2754, 2754, 2754, 2754, 2754, 2754, 2748}));
+  EXPECT_THROW(row_wise_split(3, 0), std::invalid_argument);
+  EXPECT_THROW(row_wise_split(-1, 2), std::invalid_argument);
   EXPECT_EQ(column_split(16, 3), (std::vector<int64_t>{8, 4, 4}));
   EXPECT_EQ(column_split(18, 4), (std::vector<int64_t>{4, 4, 4, 6}));
   EXPECT_EQ(column_split(6, 4), (std::vector<int64_t>{2, 2, 1, 1}));
@@ -46,8 +60,35 @@ TEST(Plan, RowWiseOffsetsAndEmptyRank) {
     off.push_back(sh.row_offset);
     n.push_back(sh.num_rows);
   }
-  EXPECT_EQ(off, (std::vector<int64_t>{0, 3, 6, 8}));
-  EXPECT_EQ(n, (std::vector<int64_t>{3, 3, 2, 2}));
+  // 10 rows over 4 ranks as TorchRec splits them: block ceil(10 / 4) = 3, ranks 0-2 a block,
+  // rank 3 the remaining 10 - 9 = 1 (the balanced split was 3, 3, 2, 2)
+  EXPECT_EQ(off, (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(n, (std::vector<int64_t>{3, 3, 3, 1}));
+  // a table of 3 rows over 4 ranks: rank 3's shard is empty (0 rows at offset 3)
+  s.tables[3].num_embeddings = 3;
+  p = plan_sharding(s);
+  ASSERT_EQ(p.tables[3].shards.size(), 4u);
+  EXPECT_EQ(p.tables[3].shards[3].rank, 3);
+  EXPECT_EQ(p.tables[3].shards[3].row_offset, 3);
+  EXPECT_EQ(p.tables[3].shards[3].num_rows, 0);
+}
+
+// table_row_wise and grid_shard split a node's rows as row_wise splits the world's: 10 rows over
+// a node of 4 ranks -> 3, 3, 3, 1 at offsets 0, 3, 6, 9.
+TEST(Plan, TableRowWiseAndGridFollowTorchRecRowSplit) {
+  WorkloadSpec s = spec4();
+  s.sharding.local_world_size = 4;
+  for (ShardingType t : {ShardingType::table_row_wise, ShardingType::grid_shard}) {
+    s.sharding.default_type = t;
+    const ShardingPlan p = plan_sharding(s);
+    std::vector<int64_t> off, n;
+    for (const auto& sh : p.tables[3].shards) {
+      off.push_back(sh.row_offset);
+      n.push_back(sh.num_rows);
+    }
+    EXPECT_EQ(off, (std::vector<int64_t>{0, 3, 6, 9})) << to_string(t);
+    EXPECT_EQ(n, (std::vector<int64_t>{3, 3, 3, 1})) << to_string(t);
+  }
 }
 
 TEST(Plan, GreedyTableWiseAndExplicitRanks) {

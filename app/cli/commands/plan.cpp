@@ -19,6 +19,7 @@
 #include "embedscope/engine/planner/stats.h"
 #include "embedscope/engine/planner/storage_fallback.h"
 #include "embedscope/engine/rebalance/reshard.h"
+#include "embedscope/engine/sharding/idle_ranks.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "output/output.h"
 #include "workload_args.h"
@@ -242,12 +243,14 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
     }
     j.update(pipeline_json(spec));
     j["memory"] = memory_json(spec, est);
+    j["ranks_without_rows"] = es::ranks_without_rows(plan);  // tester58 F4: they still join every collective
     add_host_verdict_json(j, host);
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     std::cout << plan_table(spec, plan) << "\n" << table_storage_text(spec, plan) << "\n" << pipeline_text(spec)
               << "\n";
     std::cout << memory_text(spec, est) << placement_text << host_verdict_text(spec, host);
+    if (const std::string note = es::idle_ranks_note(plan); !note.empty()) std::cout << note << "\n";
   }
   if (!does_not_fit.empty()) {
     fmt::print(stderr, "error: {}\n", does_not_fit);

@@ -324,7 +324,10 @@ int cmd_rebalance(const RebalanceState& s) {
                                          asked_first, last, first - 1, first, last, first, steps);
   const int64_t max_bytes = s.max_bytes >= 0 ? s.max_bytes : spec.rebalance.max_bytes_per_move;
   const bool by_time = s.balance.empty() ? spec.rebalance.balance == es::RebalanceBalance::lookup_time : s.balance == "lookup_time";
-  const char* unit = by_time ? "lookup ns" : "ids";
+  // ids mode balances column-weighted ids: a column_wise shard's ids x its columns / dim (the
+  // full rows' work its lookups do), not stats' "ids looked up", which counts every column
+  // shard's ids whole; the unit is named in every line so the two cannot be taken for one
+  const char* unit = by_time ? "lookup ns" : "column-weighted ids";
 
   rb::ObservedLoad load = rb::ObservedLoad::zeros(plan);
   int64_t ids = 0, lookup_ns = 0;
@@ -461,6 +464,10 @@ int cmd_rebalance(const RebalanceState& s) {
               {"window_ranks_note", ranks_note},
               {"last_step", last},
               {"balance", by_time ? "lookup_time" : "ids"},
+              {"load_unit", by_time ? "lookup_ns" : "column_weighted_ids"},
+              {"load_unit_note", by_time ? "pooled-lookup ns (load_counters.lookup_ns)"
+                                         : "ids looked up, a column_wise shard's ids x its columns / dim; stats' ids "
+                                           "looked up count each column shard's ids whole"},
               {"load_before", p.load_before},
               {"load_after", p.load_after},
               {"imbalance_before", p.imbalance_before},
@@ -520,7 +527,12 @@ int cmd_rebalance(const RebalanceState& s) {
     return 0;
   }
   std::cout << fmt::format("rebalance of {}: {} in steps {}..{} ({} step(s)); policy {}; balancing {}\n", s.file,
-                           by_time ? "lookup time" : "ids looked up", first, last, steps, policy_text(spec.rebalance), unit);
+                           by_time ? "lookup time" : "column-weighted ids looked up", first, last, steps,
+                           policy_text(spec.rebalance), unit);
+  if (!by_time)
+    std::cout << "unit         column-weighted ids: the ids each rank looked up, a column_wise shard's ids x its "
+                 "columns / dim (the full rows' work its lookups do); stats' \"ids looked up\" counts each column "
+                 "shard's ids whole, so the two differ where a table is split by columns\n";
   std::cout << fmt::format("plan         {}\n", plan_note);
   if (!drain_note.empty()) std::cout << fmt::format("window       {}\n", drain_note);
   if (!ranks_note.empty()) std::cout << fmt::format("window       {}\n", ranks_note);
@@ -542,9 +554,10 @@ int cmd_rebalance(const RebalanceState& s) {
                              measured_imbalance ? fmt::format("{:.2f}", *measured_imbalance) : std::string("not recorded"),
                              first, last, med, p.imbalance_before, p.imbalance_after);
   } else {
-    std::cout << fmt::format("{:<5} {:>14} {:>14}\n", "rank", fmt::format("{} before", unit), fmt::format("{} after", unit));
+    const std::string before = fmt::format("{} before", unit), after = fmt::format("{} after", unit);
+    std::cout << fmt::format("{:<5} {:>{}} {:>{}}\n", "rank", before, before.size(), after, after.size());
     for (size_t r = 0; r < p.load_before.size(); ++r)
-      std::cout << fmt::format("{:<5} {:>14} {:>14}\n", r, p.load_before[r], p.load_after[r]);
+      std::cout << fmt::format("{:<5} {:>{}} {:>{}}\n", r, p.load_before[r], before.size(), p.load_after[r], after.size());
     std::cout << fmt::format("imbalance    {} max/mean {:.2f} observed; {:.2f} predicted after the moves\n", unit,
                              p.imbalance_before, p.imbalance_after);
   }
@@ -590,8 +603,8 @@ int cmd_rebalance(const RebalanceState& s) {
     std::cout << fmt::format("gain         the slowest rank's lookups take about {} less a step (measured lookup time)\n",
                              ms(saved_ns_per_step));
   else
-    std::cout << fmt::format("gain         the slowest rank looks up {:.0f} fewer ids a step: about {} of lookup a step at "
-                             "the session's {:.1f} ns per id\n",
+    std::cout << fmt::format("gain         the slowest rank looks up {:.0f} fewer column-weighted ids a step: about {} of "
+                             "lookup a step at the session's {:.1f} ns per id\n",
                              static_cast<double>(max_before - max_after) / static_cast<double>(steps),
                              ms(saved_ns_per_step), ns_per_id);
   if (step_noise.known() && p.worth_it())

@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "interrupt.h"
 #include "lm.h"
+#include "embedscope/engine/sharding/idle_ranks.h"
 #include "embedscope/engine/workload/read_file.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
@@ -149,6 +150,9 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     fmt::print(stderr, "this process: rank {} of {} (from {}), rendezvous {} (run id {})\n", proc.rank, proc.world_size,
                process_from, proc.rendezvous, proc.run_id);
   if (spec.network.limited()) fmt::print(stderr, "network: {}\n", network_text(spec.network));
+  // ranks with no embedding rows still join every collective (tester58 F4); one process of a launch says it
+  if (const std::string note = es::idle_ranks_note(plan); !note.empty() && (process_from.empty() || proc.rank == 0))
+    fmt::print(stderr, "{}\n", note);
   const bool simulated = spec.devices.backend == es::Backend::simulated;
   if (simulated) {
     const int nodes = spec.devices.count / spec.sharding.local_world_size;

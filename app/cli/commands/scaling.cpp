@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/scaling_study.h"
+#include "embedscope/engine/sharding/idle_ranks.h"
 #include "embedscope/sessions/model/units.h"
 #include "interrupt.h"
 #include "output/output.h"
@@ -77,7 +78,7 @@ int cmd_scaling(ScalingState& s) {
                     spec.name, hw.name, per_node, per_node == 1 ? "" : "s", spec.batch_size, spec.steps) +
         fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11}  {}\n", "sharding", "GPUs", "nodes",
                     "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "memory/GPU", "placed by");
-    o.on_point = [header, printed = false](const es::ScalingPoint& p) mutable {
+    o.on_point = [header, n_tables = spec.tables.size(), printed = false](const es::ScalingPoint& p) mutable {
       if (!printed) std::cout << header;
       printed = true;
       std::cout << point_row(p) << std::endl;
@@ -100,6 +101,13 @@ int cmd_scaling(ScalingState& s) {
                                  es::to_string(p.sharding), p.gpus, p.empty_shard_tables.size(), names,
                                  es::to_string(p.sharding), es::to_string(p.sharding));
       }
+      // ranks with no embedding rows still join every collective (tester58 F4)
+      if (!p.ranks_without_rows.empty())
+        std::cout << fmt::format("  {} at {} GPUs: {} ({} of {}) hold no embedding rows ({} tables): they look nothing "
+                                 "up but still join every collective; try row_wise or table_row_wise for the largest "
+                                 "tables, or fewer GPUs\n",
+                                 es::to_string(p.sharding), p.gpus, es::format_rank_list(p.ranks_without_rows),
+                                 p.ranks_without_rows.size(), p.gpus, n_tables);
     };
   }
   const auto points = es::run_scaling_study(spec, o);

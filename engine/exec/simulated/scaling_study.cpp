@@ -14,6 +14,7 @@
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/exec/write_room.h"
 #include "embedscope/engine/planner/search.h"
+#include "embedscope/engine/sharding/idle_ranks.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/model/units.h"
@@ -147,6 +148,7 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
           p.other_types.emplace_back(name, tp.type);
         }
       }
+      p.ranks_without_rows = ranks_without_rows(plan);
       TrainerOptions opt;
       opt.cancel = o.cancel;
       if (!o.session_dir.empty()) {
@@ -266,6 +268,7 @@ nlohmann::json to_json(const ScalingStudy& st) {
         for (const auto& [name, t] : p.other_types) q["other_types"].push_back({{"table", name}, {"sharding", to_string(t)}});
       }
       if (!p.empty_shard_tables.empty()) q["empty_shard_tables"] = p.empty_shard_tables;
+      if (!p.ranks_without_rows.empty()) q["ranks_without_rows"] = p.ranks_without_rows;
       if (!p.session_path.empty()) q["session"] = p.session_path;
     }
     j["points"].push_back(std::move(q));
@@ -322,6 +325,14 @@ ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string&
         for (size_t i = 0; i < e.size(); ++i) {
           if (!e[i].is_string()) fail(fmt::format("{}/empty_shard_tables/{}", ptr, i), "must be a string (a table's name)");
           p.empty_shard_tables.push_back(e[i].get<std::string>());
+        }
+      }
+      if (q.contains("ranks_without_rows")) {
+        const auto& e = get(q, ptr, "ranks_without_rows", V::array);
+        for (size_t i = 0; i < e.size(); ++i) {
+          if (!e[i].is_number_integer() || e[i].get<int64_t>() < 0 || e[i].get<int64_t>() >= p.gpus)
+            fail(fmt::format("{}/ranks_without_rows/{}", ptr, i), fmt::format("must be a rank in [0, {})", p.gpus));
+          p.ranks_without_rows.push_back(e[i].get<int>());
         }
       }
       if (q.contains("other_types")) {

@@ -72,6 +72,48 @@ TEST(RebalanceCli, ProposesTheMovesThatCureAStragglerAndItsPlanRunsBalanced) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
+// rebalance balances column-weighted ids, stats counts ids looked up: with h0 column_wise over
+// ranks 2 and 3 (two 4-column shards of 8) the two differ, and rebalance names its unit (tester58
+// F1: both said "ids max/mean"). By hand, 3 steps of 32 bags: c0..c2 32 ids a step (96), h0..h3
+// 192 ids a step (576); each h0 shard looks up all 576 (stats) weighted 4 / 8 = 288 (rebalance).
+// rebalance: {96, 96, 96 + 288, 3 x 576 + 288} = {96, 96, 384, 2016};
+// stats:     {96, 96, 96 + 576, 3 x 576 + 576} = {96, 96, 672, 2304}.
+TEST(RebalanceCli, ColumnWiseShardsAreNamedColumnWeightedIds) {
+  json j = straggler();
+  j["sharding"] = {{"tables",
+                    {{"c0", {{"type", "table_wise"}, {"ranks", {0}}}},
+                     {"c1", {{"type", "table_wise"}, {"ranks", {1}}}},
+                     {"c2", {{"type", "table_wise"}, {"ranks", {2}}}},
+                     {"h0", {{"type", "column_wise"}, {"ranks", {2, 3}}}},
+                     {"h1", {{"type", "table_wise"}, {"ranks", {3}}}},
+                     {"h2", {{"type", "table_wise"}, {"ranks", {3}}}},
+                     {"h3", {{"type", "table_wise"}, {"ranks", {3}}}}}}};
+  const auto wl = scratch() / "column_weighted.json";
+  std::ofstream(wl) << j.dump(2);
+  const auto db = scratch() / "column_weighted.db";
+  Result r = cli("run " + wl.string() + " -o " + db.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli("stats " + db.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json st = json::parse(r.out);
+  std::vector<int64_t> stats_ids;
+  for (const auto& rk : st["ranks"]) stats_ids.push_back(rk["ids_looked_up"].get<int64_t>());
+  EXPECT_EQ(stats_ids, (std::vector<int64_t>{96, 96, 672, 2304}));
+  r = cli("rebalance " + db.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json p = json::parse(r.out);
+  EXPECT_EQ(p["load_before"], json({96, 96, 384, 2016}));
+  EXPECT_EQ(p["load_unit"], "column_weighted_ids");
+  EXPECT_NE(p["load_unit_note"].get<std::string>().find("columns / dim"), std::string::npos);
+  r = cli("rebalance " + db.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  // 2016 x 4 / 2592 = 3.11
+  for (const char* s : {"column-weighted ids looked up in steps 0..2", "balancing column-weighted ids",
+                        "unit         column-weighted ids: ", "stats' \"ids looked up\" counts each column shard's ids whole",
+                        "column-weighted ids max/mean 3.11 observed", "fewer column-weighted ids a step"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
 TEST(RebalanceCli, AByteBudgetBelowOneTableRefusesEveryMove) {
   const auto wl = scratch() / "straggler_budget.json";
   std::ofstream(wl) << straggler().dump(2);

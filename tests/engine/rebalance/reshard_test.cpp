@@ -109,7 +109,7 @@ TEST(Reshard, CountsOfTheAllToAllOfRows) {
   EXPECT_EQ(move_floats(s, 1).total(), 40);
 }
 
-// A hot table of 10 rows on rank 1 split row_wise over 4 ranks ({3, 3, 2, 2} rows): one block per
+// A hot table of 10 rows on rank 1 split row_wise over 4 ranks (TorchRec's {3, 3, 3, 1} rows): one block per
 // new shard, the one for rank 1 a local copy; an unchanged table moves nothing.
 TEST(Reshard, TableWiseToRowWiseIsOneBlockPerRank) {
   WorkloadSpec s;
@@ -122,10 +122,10 @@ TEST(Reshard, TableWiseToRowWiseIsOneBlockPerRank) {
   after.tables[0] = row_wise_table_plan(s, 0, 4);
   ASSERT_EQ(after.tables[0].shards.size(), 4u);
   EXPECT_EQ(after.tables[0].shards[2].row_offset, 6);
-  EXPECT_EQ(after.tables[0].shards[2].num_rows, 2);
+  EXPECT_EQ(after.tables[0].shards[2].num_rows, 3);
   const std::vector<RowTransfer> x = row_transfers(before, after);
   ASSERT_EQ(x.size(), 4u);
-  const int64_t first[4] = {0, 3, 6, 8}, rows[4] = {3, 3, 2, 2};
+  const int64_t first[4] = {0, 3, 6, 9}, rows[4] = {3, 3, 3, 1};
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(x[r].table, 0);
     EXPECT_EQ(x[r].from, 1);
@@ -136,10 +136,10 @@ TEST(Reshard, TableWiseToRowWiseIsOneBlockPerRank) {
     EXPECT_EQ(x[r].to_row, 0);
     EXPECT_EQ(x[r].rows, rows[r]);
   }
-  EXPECT_EQ(reshard_counts(s, x, 1, 4).send, (std::vector<int64_t>{15, 0, 10, 10}));  // nothing to itself
+  EXPECT_EQ(reshard_counts(s, x, 1, 4).send, (std::vector<int64_t>{15, 0, 15, 5}));  // 5 floats a row; nothing to itself
   EXPECT_EQ(reshard_counts(s, x, 1, 4).recv, (std::vector<int64_t>(4, 0)));
-  EXPECT_EQ(reshard_counts(s, x, 2, 4).recv, (std::vector<int64_t>{0, 10, 0, 0}));
-  EXPECT_EQ(row_wise_change_bytes(s, 0, 1, 4), 7 * (16 + 4));  // 3 + 2 + 2 rows leave rank 1
+  EXPECT_EQ(reshard_counts(s, x, 2, 4).recv, (std::vector<int64_t>{0, 15, 0, 0}));
+  EXPECT_EQ(row_wise_change_bytes(s, 0, 1, 4), 7 * (16 + 4));  // 3 + 3 + 1 rows leave rank 1
   // back from row_wise to table_wise on rank 1: the blocks of each old shard
   const std::vector<RowTransfer> back = row_transfers(after, before);
   ASSERT_EQ(back.size(), 4u);
@@ -158,8 +158,9 @@ TEST(Reshard, PredictedIdsOfRowShardsFollowTheirRows) {
   WorkloadSpec s;
   s.tables = {{"hot", 10, 4, Pooling::sum, {"f0"}}};
   const TablePlan tp = row_wise_table_plan(s, 0, 4);
-  EXPECT_EQ(row_wise_predicted_ids(10, tp), (std::vector<int64_t>{3, 3, 2, 2}));
-  EXPECT_EQ(row_wise_predicted_ids(7, tp), (std::vector<int64_t>{3, 2, 1, 1}));  // floors {2, 2, 1, 1}, one left
+  // shards of TorchRec's {3, 3, 3, 1} rows
+  EXPECT_EQ(row_wise_predicted_ids(10, tp), (std::vector<int64_t>{3, 3, 3, 1}));
+  EXPECT_EQ(row_wise_predicted_ids(7, tp), (std::vector<int64_t>{3, 2, 2, 0}));  // floors of 2.1, 2.1, 2.1, 0.7: {2, 2, 2, 0}, one left
   EXPECT_EQ(row_wise_predicted_ids(0, tp), (std::vector<int64_t>(4, 0)));
   TablePlan empty = tp;
   for (auto& sd : empty.shards) sd.num_rows = 0;

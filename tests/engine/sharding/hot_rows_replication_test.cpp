@@ -111,11 +111,11 @@ TEST(HotRowsSpec, ProgrammaticSpecsMustBeSortedAndUnique) {
 
 // ---- the step program ----------------------------------------------------------------------
 
-// One table of 10 rows x 6, uniform ids, 3 ids a bag, B = 5, row_wise over 4 ranks (rows 3, 3,
-// 2, 2), hot rows {1, 4, 9}. Rank 0 sends each rank the expected ids of its row range less the
-// hot ones: 15 x (3 - 1) / 10 = 3, 15 x (3 - 1) / 10 = 3, 15 x 2 / 10 = 3, 15 x (2 - 1) / 10 =
-// 1.5 -> 2 (without hot rows: 4.5 -> 5, 5, 3, 3); the all-reduce carries 3 x (6 + 1) = 21 fp32
-// values; the hot lookup reads 15 x 3 / 10 = 4.5 ids.
+// One table of 10 rows x 6, uniform ids, 3 ids a bag, B = 5, row_wise over 4 ranks (TorchRec's
+// rows 3, 3, 3, 1), hot rows {1, 4, 9}. Rank 0 sends each rank the expected ids of its row range
+// less the hot ones: 15 x (3 - 1) / 10 = 3, 15 x (3 - 1) / 10 = 3, 15 x 3 / 10 = 4.5 -> 5,
+// 15 x (1 - 1) / 10 = 0 (without hot rows: 4.5 -> 5, 5, 5, 1.5 -> 2); the all-reduce carries
+// 3 x (6 + 1) = 21 fp32 values; the hot lookup reads 15 x 3 / 10 = 4.5 ids.
 TEST(HotRowsProgram, FewerIdsInTheInputDistAndOneAllReduce) {
   WorkloadSpec s;
   s.name = "hot";
@@ -136,10 +136,10 @@ TEST(HotRowsProgram, FewerIdsInTheInputDistAndOneAllReduce) {
     return std::vector<int64_t>{};
   };
   const StepProgram before = build_step_program(s, plan_sharding(s), 0, 0);
-  EXPECT_EQ(ids_sent(before), (std::vector<int64_t>{5, 5, 3, 3}));
+  EXPECT_EQ(ids_sent(before), (std::vector<int64_t>{5, 5, 5, 2}));
   s.sharding.per_table["t0"] = {ShardingType::row_wise, {}, -1, {1, 4, 9}};
   const StepProgram after = build_step_program(s, plan_sharding(s), 0, 0);
-  EXPECT_EQ(ids_sent(after), (std::vector<int64_t>{3, 3, 3, 2}));
+  EXPECT_EQ(ids_sent(after), (std::vector<int64_t>{3, 3, 5, 0}));
   int all_reduces = 0;
   for (const auto& op : after.ops)
     for (const auto& c : op.collectives)

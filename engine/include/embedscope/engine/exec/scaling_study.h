@@ -77,6 +77,10 @@ struct ScalingPoint {
   /// 0.280 ms); the point gives them its type as `run --sharding TYPE` does (plan_sharding: some
   /// ranks hold an empty shard), so the point is the type it is labelled.
   std::vector<std::string> empty_shard_tables;
+  /// The ranks of the point's plan that hold no embedding rows (ranks_without_rows,
+  /// sharding/idle_ranks.h), ascending: table_wise with more GPUs than tables leaves GPUs - tables
+  /// of them; they still join every collective. JSON `ranks_without_rows` (absent when none).
+  std::vector<int> ranks_without_rows;
   std::string session_path;        ///< the session written, or ""
   /// Its session could not be written (a full disk: the run ended write_failed, or the session
   /// file could not be made); `error` names the file and the reason. The study runs no point after

@@ -36,7 +36,7 @@
 // the as-written plan's, so the search does not depend on sharding.default: tester44 F1); a column_wise table's shards go to distinct ranks; table_row_wise tables go to the
 // node with the least time; a table_column_wise table's shards to distinct ranks of the node
 // with the least time; a grid_shard table's column blocks (min(nodes, dim / 4)) each to its own
-// node, least time first, rows split evenly over the node's ranks. Every candidate is then checked with estimate_memory +
+// node, least time first, rows split over the node's ranks (row_wise_split). Every candidate is then checked with estimate_memory +
 // check_memory_fits, and a candidate that does not fit is dropped. The coordinate descent starts
 // from the best proposal other than greedy (the as-written plan), which competes on its own.
 //

@@ -14,8 +14,9 @@
 namespace embedscope::engine::rebalance {
 
 /// Table `table` as row_wise over ranks 0..world-1: shard r on rank r holds the rows of
-/// even_split(rows, world) (TorchRec's row-wise split, larger blocks first), all columns - the
-/// plan plan_sharding makes for a row_wise table. 10 rows over 4 ranks: rows {0-2, 3-5, 6-7, 8-9}.
+/// row_wise_split(rows, world) (TorchRec's row-wise split: ceil(rows / world) a rank, the
+/// remainder next, then empty shards), all columns - the plan plan_sharding makes for a row_wise
+/// table. 10 rows over 4 ranks: rows {0-2, 3-5, 6-8, 9}.
 /// Throws std::out_of_range for a table index outside spec.tables, std::invalid_argument if world < 1.
 TablePlan row_wise_table_plan(const WorkloadSpec& spec, int table, int world);
 

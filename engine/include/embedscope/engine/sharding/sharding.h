@@ -42,9 +42,18 @@ struct ShardingPlan {
   std::vector<TablePlan> tables; ///< same order as WorkloadSpec::tables
 };
 
-/// Splits n items into `parts` contiguous blocks as evenly as possible, larger blocks first
-/// (TorchRec's row-wise split): 10 over 4 -> {3,3,2,2}. Throws std::invalid_argument if parts < 1.
+/// Splits n items into `parts` contiguous blocks as evenly as possible, larger blocks first:
+/// 10 over 4 -> {3,3,2,2}. Used for column blocks (column_split); rows use row_wise_split.
+/// Throws std::invalid_argument if parts < 1.
 std::vector<int64_t> even_split(int64_t n, int parts);
+/// Rows per shard of a table of `rows` rows split row-wise over `parts` ranks, TorchRec's split
+/// (torchrec/distributed/sharding_plan.py, _calculate_rw_shard_sizes_and_offsets): block =
+/// ceil(rows / parts); the ranks below rows / block hold `block` rows, the next the remainder,
+/// the rest none. It matches TorchRec's bucketization (block_bucketize_sparse_features sends id
+/// to rank id / block). 10 over 4 -> {3,3,3,1}; 14 over 8 -> {2,2,2,2,2,2,2,0}; 5 over 4 ->
+/// {2,2,1,0}; 3 over 4 -> {1,1,1,0}; 0 rows -> all 0. Shards of 0 rows are valid (their rank
+/// still joins every collective). Throws std::invalid_argument if parts < 1 or rows < 0.
+std::vector<int64_t> row_wise_split(int64_t rows, int parts);
 /// Column widths for `parts` column shards of a `dim`-wide table: multiples of 4 where dim
 /// allows (the remainder dim % 4 goes to the last shard), otherwise an even split; never 0
 /// wide. 16 over 3 -> {8,4,4}; 18 over 4 -> {4,4,4,6}; 6 over 4 -> {2,2,1,1}.
@@ -58,7 +67,7 @@ std::vector<int64_t> column_split(int64_t dim, int parts);
 /// with the fewest bytes. table_column_wise: min(local_world_size, max(1, dim / 4)) column
 /// shards on the least-loaded ranks of one node (the given one, else the node with the fewest
 /// bytes); grid_shard: min(nodes, max(1, dim / 4)) column blocks, each on its own node (the
-/// fewest bytes first) with its rows split evenly over the node's ranks. Example: a 100 x 16
+/// fewest bytes first) with its rows split over the node's ranks (row_wise_split). Example: a 100 x 16
 /// grid_shard table on 4 ranks in 2 nodes: columns [0, 8) rows [0, 50) on rank 0 and [50, 100)
 /// on rank 1, columns [8, 16) the same on ranks 2 and 3. Throws SpecError for impossible
 /// requests (e.g. more column shards than columns).
@@ -68,7 +77,7 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec);
 /// workload spec, so that plan_sharding of the spec with them gives `plan` back as far as the
 /// spec can say it: table_wise its rank; column_wise its shards' ranks in column order (the
 /// widths are column_split's); table_row_wise and table_column_wise their node; row_wise,
-/// data_parallel and grid_shard their type (plan_sharding places them: even rows, every rank,
+/// data_parallel and grid_shard their type (plan_sharding places them: row_wise_split rows, every rank,
 /// blocks onto the nodes with the fewest bytes). Used to turn a searched plan (plan_search)
 /// into an editable workload. Throws std::invalid_argument when the plan's table count differs
 /// from the spec's. Cost O(shards).
@@ -221,7 +230,9 @@ bool allocator_runs_out(const WorkloadSpec& spec, const DeviceMemoryEstimate& e,
 std::string segment_shortfall(const WorkloadSpec& spec);
 
 /// Throws SpecError if a device's estimate exceeds devices.memory_bytes, with the per-device
-/// breakdown (weights, optimizer state, dense, buffers) of every device that does not fit, or if
+/// breakdown (weights, optimizer state, dense, buffers) of every device that does not fit and one
+/// "to try" line (plan --auto / --allow-storage, row_wise or column_wise for the largest table by
+/// its stored bytes, named, more devices, a larger devices.memory_bytes), or if
 /// its allocator's min_reservation does (no layout of segments could hold the step; the error
 /// gives the size that would, and the allocators that fit), or if the replay of its buffers in
 /// the run's order through its allocator at that capacity runs out (allocator_runs_out; tester48
