@@ -277,7 +277,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
     for (const ProgramOp& op : rs.program.ops) {
       SimOp s;
       s.op = &op;
-      // cpu ranks (a calibrated this_machine) share their node's cores: compute and Gloo's
+      // cpu ranks (a calibrated this_machine) share the machine's cores: compute and Gloo's
       // copies alike (cost_model.h contention_factor; 1 for GPUs)
       // the ranks sharing r's cores: a cpu profile's machine (all W, whatever the node shape), else its node
       const CoreGroup cores = core_group(hw_, r, W, gpn);
