@@ -56,6 +56,11 @@ int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, cons
     (same_node ? intra_sent : inter_sent) += s;
     (same_node ? intra_recv : inter_recv) += r;
   }
+  // cpu ranks: its sends one after the other on the machine's cores, its receives likewise, the two
+  // at once (Gloo's pairs); with equal links max(sent, received) / busbw whatever the node shape
+  if (hw.cpu.cores > 0)
+    return std::max(member_collective_ns(intra_sent, inter_sent, spans_nodes, hw),
+                    member_collective_ns(intra_recv, inter_recv, spans_nodes, hw));
   return member_collective_ns(std::max(intra_sent, intra_recv), std::max(inter_sent, inter_recv), spans_nodes, hw);
 }
 
