@@ -51,6 +51,23 @@ Loaded load_session(const ss::SessionReader& reader, const std::string& path) {
     throw SpecError(ss::partial_rank_session_refusal(
         *part, path, "ops and collectives", "the fit and the check would take one rank's times for the whole run's",
         "calibrate from"));
+  // a merged session of several processes written before the merge summed the run's load: its
+  // load keys are the first process's, the sibling rank processes counted as other load (a
+  // launch run of 4 processes read G 7.38 for the run's ~1.1), which the fit and the check would take for the run's
+  if (const json from = json::parse(reader.meta(ss::meta::kMergedFromJson, "[]"), nullptr, false);
+      from.is_array() && from.size() >= 2 && !reader.meta(ss::meta::kCpuSelfCores).empty() &&
+      reader.meta(ss::meta::kCpuLoadMerged).empty()) {
+    std::string files;
+    for (const auto& f : from)
+      if (f.is_object() && f.contains("file") && f["file"].is_string())
+        files += (files.empty() ? "" : " ") + f["file"].get<std::string>();
+    throw SpecError(fmt::format(
+        "{}: a merged session of {} processes whose measured load (cpu_self_cores {}, cpu_other_cores {}) is one "
+        "process's, the other rank processes of the run counted as other load (merged before embedscope summed a "
+        "run's load over its processes): the fit and the check would take that for the run's load; merge the rank "
+        "sessions again (embedscope merge {} -o NEW.db) and calibrate from NEW.db",
+        path, from.size(), reader.meta(ss::meta::kCpuSelfCores), reader.meta(ss::meta::kCpuOtherCores), files));
+  }
   Loaded l;
   l.spec = parse_workload(w, path + " (workload_json)");
   l.plan = plan_from_json(l.spec, json::parse(plan_text), path + " (sharding_plan_json)");
@@ -173,15 +190,19 @@ SessionData read_session(const std::string& path, int session, CalibrationSample
   std::map<std::pair<int, int64_t>, int64_t> step_start;
   for (const auto& st : reader.steps()) step_start[{st.rank, st.step}] = st.start_ns;
   const std::vector<ss::OpRecord> all = reader.all_ops();
-  // every compute op's measured concurrency: the compute spans of its step open on its node
-  // (ranks / local) during it (Sample::busy, conc46); the simulator shares the cores among the
-  // ops of one step (exec/simulated/: each step simulated on its own)
+  // every compute op's measured concurrency: the compute spans of its step open on its machine
+  // during it (Sample::busy, conc46): the ranks the ranks table puts on the op's host, whatever
+  // the emulated node shape (sharding.local_world_size), as the simulator shares a cpu profile's
+  // cores among all ranks (cost/shared_cores.h core_group); the simulator shares the cores among
+  // the ops of one step (exec/simulated/: each step simulated on its own)
   std::map<const ss::OpRecord*, std::vector<double>> busy_of;
   {
-    std::map<std::pair<int, int64_t>, std::vector<const ss::OpRecord*>> on_node;  // (node, step)
+    std::map<int, std::string> host_of;
+    for (const auto& ri : reader.ranks()) host_of[ri.rank] = ri.host;
+    std::map<std::pair<std::string, int64_t>, std::vector<const ss::OpRecord*>> on_node;  // (host, step)
     for (const auto& op : all)
       if (lane_name[{op.rank, op.lane}] == "compute")
-        on_node[{op.rank / std::max(1, l.local), op.step}].push_back(&op);
+        on_node[{host_of[op.rank], op.step}].push_back(&op);
     for (const auto& [node, v] : on_node) {
       std::vector<std::pair<int64_t, int64_t>> spans;
       for (const auto* o : v) spans.emplace_back(o->start_ns, o->end_ns);

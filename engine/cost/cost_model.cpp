@@ -30,7 +30,8 @@ int64_t member_collective_ns(double intra_bytes, double inter_bytes, bool spans_
   const double lat = static_cast<double>((spans_nodes ? hw.inter_node : hw.intra_node).latency_ns) * 1e-9;
   const double intra = std::max(0.0, intra_bytes) / hw.intra_node.bus_bandwidth_bytes_per_s;
   const double inter = std::max(0.0, inter_bytes) / hw.inter_node.bus_bandwidth_bytes_per_s;
-  return ns(lat + std::max(intra, inter));
+  // cpu ranks: the same cores copy every peer's bytes (cost_model.h), GPUs: NVLink and the NIC at once
+  return ns(lat + (hw.cpu.cores > 0 ? intra + inter : std::max(intra, inter)));
 }
 
 bool split_check_timed(const HardwareProfile& hw) { return hw.cpu.cores > 0; }
@@ -55,6 +56,11 @@ int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, cons
     (same_node ? intra_sent : inter_sent) += s;
     (same_node ? intra_recv : inter_recv) += r;
   }
+  // cpu ranks: its sends one after the other on the machine's cores, its receives likewise, the two
+  // at once (Gloo's pairs); with equal links max(sent, received) / busbw whatever the node shape
+  if (hw.cpu.cores > 0)
+    return std::max(member_collective_ns(intra_sent, inter_sent, spans_nodes, hw),
+                    member_collective_ns(intra_recv, inter_recv, spans_nodes, hw));
   return member_collective_ns(std::max(intra_sent, intra_recv), std::max(inter_sent, inter_recv), spans_nodes, hw);
 }
 

@@ -11,6 +11,15 @@
 
 namespace embedscope::engine {
 
+CoreGroup core_group(const HardwareProfile& hw, int rank, int world, int ranks_per_node) {
+  if (world < 1 || ranks_per_node < 1 || rank < 0 || rank >= world)
+    throw std::invalid_argument("core_group: rank " + std::to_string(rank) + " of a world of " + std::to_string(world) +
+                                " ranks, " + std::to_string(ranks_per_node) + " per node");
+  if (hw.cpu.cores > 0) return {0, world};  // one machine: its emulated nodes share its cores
+  const int node = rank / ranks_per_node;
+  return {node, std::min(ranks_per_node, world - node * ranks_per_node)};
+}
+
 double processor_sharing_time(std::vector<double> work, int ranks_on_node, const std::function<double(int)>& factor) {
   if (static_cast<int>(work.size()) > ranks_on_node)
     throw std::invalid_argument("processor_sharing_time: " + std::to_string(work.size()) + " members on a node of " +

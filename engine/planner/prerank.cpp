@@ -58,12 +58,12 @@ double CallModel::world_all_reduce_ns(int64_t count, int64_t elem_bytes) const {
   ms.reserve(world_.size());
   for (int r : world_) {
     c.group_rank = r;
-    ms.push_back({collective_ns(c, r, L_, hw_), r / L_, ranks_on_node(r)});
+    ms.push_back({collective_ns(c, r, L_, hw_), core_group(hw_, r, W_, L_).id, ranks_on_node(r)});
   }
   return static_cast<double>(std::max(collective_call_ns(ms, hw_), emulated_floor_ns(c, L_, spec_.network)));
 }
 
-int CallModel::ranks_on_node(int r) const { return std::min(L_, W_ - r / L_ * L_); }
+int CallModel::ranks_on_node(int r) const { return core_group(hw_, r, W_, L_).ranks; }
 
 double CallModel::call_ns(const std::vector<int>& members, const std::vector<double>& own, double scale,
                           bool paced) const {
@@ -82,7 +82,7 @@ double CallModel::call_ns(const std::vector<int>& members, const std::vector<dou
     const int peers = static_cast<int>(n) - 1, intra_peers = same - 1, inter_peers = peers - intra_peers;
     const double b = scale * std::max(own[k] * (nn - 1.0) / nn, (T - own[k]) / nn);
     const double intra = peers > 0 ? b * intra_peers / peers : 0.0, inter = peers > 0 ? b * inter_peers / peers : 0.0;
-    ms.push_back({member_collective_ns(intra, inter, inter_peers > 0, hw_), r / L_, ranks_on_node(r)});
+    ms.push_back({member_collective_ns(intra, inter, inter_peers > 0, hw_), core_group(hw_, r, W_, L_).id, ranks_on_node(r)});
     if (paced) floor = std::max(floor, emulated_member_floor_ns(intra, inter, intra_peers > 0, inter_peers > 0, spec_.network));
   }
   return static_cast<double>(std::max(collective_call_ns(ms, hw_), floor));

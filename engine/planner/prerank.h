@@ -93,6 +93,7 @@ class CallModel {
   /// `paced` false: a split-size check, which the emulation does not pace (no floor).
   double call_ns(const std::vector<int>& members, const std::vector<double>& own, double scale,
                  bool paced = true) const;
+  /// The ranks sharing rank r's cores (cost/shared_cores.h core_group: all ranks for a cpu profile, else r's node).
   int ranks_on_node(int r) const;
 
  private:

@@ -164,7 +164,8 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
     rs.ddr_bytes = mem[static_cast<size_t>(r)].host;
     if (rs.hbm_bytes <= spec.devices.memory_bytes && allocator_runs_out(spec, mem[static_cast<size_t>(r)], ShortfallScope::plan))
       rs.reserved_bytes = mem[static_cast<size_t>(r)].peak_reserved;
-    const int ranks_on_node = std::min(gpn, W - r / gpn * gpn);
+    const CoreGroup cores = core_group(hw, r, W, gpn);  // a cpu profile's machine, else the node
+    const int ranks_on_node = cores.ranks;
     const StepProgram p = program::build_step_program(spec, plan, layout, r, it);
     std::map<std::string, int64_t> seq;  // the rank's next sequence number per group
     int64_t dense_ns = 0;
@@ -178,7 +179,7 @@ PlanStats plan_stats(const WorkloadSpec& spec, const ShardingPlan& plan, const H
         for (const CollectiveCall& c : op.collectives) {
           const auto [at, added] = call_of.try_emplace({c.group, seq[c.group]++}, call_members.size());
           if (added) call_members.emplace_back(), call_calls.emplace_back();
-          call_members[at->second].push_back({collective_ns(c, r, gpn, hw), r / gpn, ranks_on_node});
+          call_members[at->second].push_back({collective_ns(c, r, gpn, hw), cores.id, ranks_on_node});
           if (floored) {
             auto& calls = call_calls[at->second];
             calls.resize(std::max(calls.size(), c.peers.size()));

@@ -332,7 +332,8 @@ LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfi
   out.collective_ns.resize(P);
   std::vector<int64_t> t(P, 0);
   const int gpn = std::max(1, gpus_per_node);
-  const auto ranks_on_node = [&](size_t r) { return std::min(gpn, p - static_cast<int>(r) / gpn * gpn); };
+  // the ranks sharing r's cores (cost/shared_cores.h core_group: a cpu profile's machine, else the node)
+  const auto cores = [&](size_t r) { return core_group(hw, static_cast<int>(r), p, gpn); };
   const size_t n = out.programs[0].ops.size();
   for (size_t k = 0; k < n; ++k) {
     const ProgramOp& op0 = out.programs[0].ops[k];
@@ -341,7 +342,7 @@ LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfi
       for (size_t r = 0; r < P; ++r) {
         const ProgramOp& op = out.programs[r].ops[k];
         const int64_t alone = lm_op_gemm_in_half_precision(spec, op) ? half_precision_gemm_ns(op, hw) : compute_ns(op, hw);
-        t[r] += contended_ns(alone, hw, ranks_on_node(r));
+        t[r] += contended_ns(alone, hw, cores(r).ranks);
       }
     } else {
       for (size_t c = 0; c < op0.collectives.size(); ++c) {
@@ -350,7 +351,7 @@ LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfi
         for (size_t r = 0; r < P; ++r) {
           ready = std::max(ready, t[r]);
           members.push_back({collective_ns(out.programs[r].ops[k].collectives[c], static_cast<int>(r), gpn, hw),
-                             static_cast<int>(r) / gpn, ranks_on_node(r)});
+                             cores(r).id, cores(r).ranks});
         }
         // the simulated executor's rule of a call's time (cost/shared_cores.h): processor sharing
         // of a cpu node's cores, else the largest member's (contended) time

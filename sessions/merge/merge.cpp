@@ -18,6 +18,7 @@
 
 #include "embedscope/sessions/importers/common/clock_align.h"
 #include "embedscope/sessions/importers/common/import_problems.h"
+#include "embedscope/sessions/merge/merged_load.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -49,6 +50,49 @@ int64_t time_base(const SessionReader& r) {
 }
 
 int64_t floor_us(int64_t ns) { return ns >= 0 ? ns / 1000 * 1000 : -((-ns + 999) / 1000) * 1000; }
+
+/// A metadata number, or nullopt when absent or not a number.
+std::optional<double> meta_double(const SessionReader& r, const char* key) {
+  const std::string v = r.meta(key);
+  if (v.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0') return std::nullopt;
+  return d;
+}
+
+/// The merged session's load keys from every input's (merged_load.h): written only when every
+/// input recorded cpu_self_cores and cpu_other_cores (the runnable threads when every input has
+/// both of them); else none (a load that leaves a process out would not be the run's).
+void write_merged_load(const std::vector<std::unique_ptr<SessionReader>>& readers, SessionWriter& w) {
+  std::vector<ProcessLoad> parts;
+  for (const auto& r : readers) {
+    const auto self = meta_double(*r, meta::kCpuSelfCores), other = meta_double(*r, meta::kCpuOtherCores);
+    if (!self || !other || *self < 0 || *other < 0) return;
+    ProcessLoad p;
+    const auto ranks = r->ranks();  // the host its ranks ran on (the writer's, without ranks)
+    p.host = ranks.empty() ? r->meta(meta::kHost) : ranks.front().host;
+    p.self_cores = *self;
+    p.other_cores = *other;
+    const auto own = meta_double(*r, meta::kCpuOwnRunnable), others = meta_double(*r, meta::kCpuOtherRunnable);
+    if (own && others && *own >= 0 && *others >= 0) p.own_runnable = *own, p.other_runnable = *others;
+    parts.push_back(p);
+  }
+  const MergedLoad m = merge_process_load(parts);
+  w.set_metadata(meta::kCpuSelfCores, fmt::format("{:.3f}", m.self_cores));
+  w.set_metadata(meta::kCpuOtherCores, fmt::format("{:.3f}", m.other_cores));
+  if (m.own_runnable && m.other_runnable) {
+    w.set_metadata(meta::kCpuOwnRunnable, fmt::format("{:.3f}", *m.own_runnable));
+    w.set_metadata(meta::kCpuOtherRunnable, fmt::format("{:.3f}", *m.other_runnable));
+  }
+  w.set_metadata(meta::kCpuLoadMerged,
+                 json{{"processes", m.processes},
+                      {"hosts", m.hosts},
+                      {"rule", "per host: self = the sum of its processes' self cores; other = the mean of their "
+                               "(self + other) less that self (the sibling processes out of each one's other load); "
+                               "summed over the hosts; runnable threads alike"}}
+                     .dump());
+}
 
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code ec;
@@ -302,8 +346,12 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
   SessionWriter w(output, opt.overwrite);
   static const std::set<std::string> kWriterKeys{meta::kFormat,    meta::kEnded,      meta::kEndMessage,
                                                  meta::kWriterPid, meta::kWriterHost, meta::kSqliteVersion};
+  // the load keys are the run's, from every process's (merged_load.h), not the first one's
+  static const std::set<std::string> kLoadKeys{meta::kCpuSelfCores, meta::kCpuOtherCores, meta::kCpuOwnRunnable,
+                                               meta::kCpuOtherRunnable, meta::kCpuLoadMerged};
   for (const auto& [k, v] : readers[0]->metadata())
-    if (!kWriterKeys.count(k)) w.set_metadata(k, v);
+    if (!kWriterKeys.count(k) && !kLoadKeys.count(k)) w.set_metadata(k, v);
+  write_merged_load(readers, w);
   {  // each process recorded the tables' storage of its own ranks: all of them
     std::vector<std::string> storage;
     for (const auto& r : readers) storage.push_back(r->meta(meta::kTableStorageJson));

@@ -44,9 +44,10 @@ struct ScalingState {
 std::string point_row(const es::ScalingPoint& p) {
   const std::string head = fmt::format("{:<17} {:>5} {:>5}", es::to_string(p.sharding), p.gpus, p.nodes);
   if (!p.error.empty()) return fmt::format("{}  {}", head, p.error);
-  return fmt::format("{} {:>11} {:>12.0f} {:>9.0f} {:>7.1f}% {:>8.1f}% {:>6.1f}% {:>11}  {}", head, ms(p.step_time_ns),
+  return fmt::format("{} {:>11} {:>12.0f} {:>9.0f} {:>7.1f}% {:>8.1f}% {:>6.1f}% {:>11} {:>11}  {}", head, ms(p.step_time_ns),
                      p.samples_per_s, p.samples_per_s / p.gpus, 100 * p.scaling_efficiency,
-                     100 * p.embedding_comm_share, 100 * p.comm_share, sessions::format_bytes(p.memory_bytes_per_gpu),
+                     100 * p.embedding_comm_share, 100 * p.comm_share, sessions::format_bytes(p.wire_bytes_per_step),
+                     sessions::format_bytes(p.memory_bytes_per_gpu),
                      p.placement == "greedy" ? "bytes" : "time");
 }
 
@@ -76,8 +77,8 @@ int cmd_scaling(ScalingState& s) {
         fmt::format("scaling study: {} on simulated {} ({} GPU{} per node); {} samples per GPU per step (weak scaling), {} "
                     "measured steps\n",
                     spec.name, hw.name, per_node, per_node == 1 ? "" : "s", spec.batch_size, spec.steps) +
-        fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11}  {}\n", "sharding", "GPUs", "nodes",
-                    "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "memory/GPU", "placed by");
+        fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11} {:>11}  {}\n", "sharding", "GPUs", "nodes",
+                    "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "wire/step", "memory/GPU", "placed by");
     o.on_point = [header, n_tables = spec.tables.size(), printed = false](const es::ScalingPoint& p) mutable {
       if (!printed) std::cout << header;
       printed = true;

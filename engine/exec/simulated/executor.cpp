@@ -277,16 +277,18 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
     for (const ProgramOp& op : rs.program.ops) {
       SimOp s;
       s.op = &op;
-      // cpu ranks (a calibrated this_machine) share their node's cores: compute and Gloo's
+      // cpu ranks (a calibrated this_machine) share the machine's cores: compute and Gloo's
       // copies alike (cost_model.h contention_factor; 1 for GPUs)
-      const auto contended = [&](int64_t ns) { return contended_ns(ns, hw_, std::min(gpn, W - r / gpn * gpn)); };
+      // the ranks sharing r's cores: a cpu profile's machine (all W, whatever the node shape), else its node
+      const CoreGroup cores = core_group(hw_, r, W, gpn);
+      const auto contended = [&](int64_t ns) { return contended_ns(ns, hw_, cores.ranks); };
       if (hw_.cpu.cores > 0 && hw_.cpu.handoff_ns > 0 && op.lane != Lane::gpu_copy)
         s.handoff_ns = contended(hw_.cpu.handoff_ns);  // cpu ranks' wake-up after the other thread (CpuContention)
       if (hw_.cpu.cores > 0 && hw_.cpu.sync_lag_ns > 0 && op.lane == Lane::comm)  // cpu ranks' scheduling lag
-        s.sync_lag_ns = hw_.cpu.sync_lag_ns * sync_lag_factor(hw_, std::min(gpn, W - r / gpn * gpn));
+        s.sync_lag_ns = hw_.cpu.sync_lag_ns * sync_lag_factor(hw_, cores.ranks);
       if (op.lane == Lane::comm) {
         for (const CollectiveCall& c : op.collectives) {
-          s.collectives.push_back({-1, {collective_ns(c, r, gpn, hw_), r / gpn, std::min(gpn, W - r / gpn * gpn)}, &c,
+          s.collectives.push_back({-1, {collective_ns(c, r, gpn, hw_), cores.id, cores.ranks}, &c,
                                    !split_check_timed(hw_) && is_split_check(c)});
         }
       } else if (op.lane == Lane::gpu_copy) {
@@ -381,10 +383,12 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
       group_seq[static_cast<size_t>(r)].resize(group_ids.size(), 0);
     }
     std::unordered_map<uint64_t, Rendezvous> rendezvous;
-    // cpu ranks: each node's cores shared among its running compute ops (an op's key: rank << 32 | op id)
+    // cpu ranks: the machine's cores (cost/shared_cores.h core_group: one group of all W ranks, whatever
+    // the node shape) shared among its running compute ops (an op's key: rank << 32 | op id)
     const bool sharing = hw_.cpu.cores > 0;
     std::vector<ComputeSharing> nodes;
-    if (sharing) nodes.assign(static_cast<size_t>((W + gpn - 1) / gpn), ComputeSharing(hw_));
+    if (sharing) nodes.assign(1, ComputeSharing(hw_));
+    const auto cores_of = [&](int r) -> ComputeSharing& { return nodes[static_cast<size_t>(core_group(hw_, r, W, gpn).id)]; };
     std::vector<sessions::OpEvent> events;
     std::vector<sessions::CollectiveRecord> records;
 
@@ -423,7 +427,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
           if (lane == 0 && sharing) {  // runs from `ready` on the node's shared cores; ends when completed below
             if (p.start[static_cast<size_t>(id)] >= 0) continue;
             p.start[static_cast<size_t>(id)] = ready;
-            nodes[static_cast<size_t>(r / gpn)].start((static_cast<int64_t>(r) << 32) | id, ready,
+            cores_of(r).start((static_cast<int64_t>(r) << 32) | id, ready,
                                                       static_cast<double>(s.duration_ns));
             any = true;
             continue;
@@ -486,7 +490,7 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
               if (s.sync_lag_ns > 0) {  // the member's lag beyond its mean (hardware_profile.h sync_lag_ns)
                 // on shared cores: its competitors are the compute ops running then, plus its own thread (conc46)
                 const double mean = sharing ? hw_.cpu.sync_lag_ns *
-                                                  sync_lag_factor(hw_, nodes[static_cast<size_t>(r / gpn)].running_at(p.cursor) + 1)
+                                                  sync_lag_factor(hw_, cores_of(r).running_at(p.cursor) + 1)
                                             : s.sync_lag_ns;
                 p.cursor += std::max<int64_t>(0, sync_lag_draw(mean, r, it, id, p.coll) - std::llround(mean));
               }

@@ -21,10 +21,10 @@
 //    of its first collective (the cpu executor's on_comm_lane, threaded/rank.h), so the session's
 //    collective instances (sessions/analysis/critical_path.h) form: waits for peers, cross-rank
 //    critical-path edges, per-collective bytes (tester51 F6, F1).
-//  - cpu ranks (a profile with a cpu block): the compute ops running at once on a node share its
-//    cores (cost/shared_cores.h ComputeSharing: each progresses at 1 / contention_factor(k) with
-//    k ops running), event-driven: when every rank is as far as it can get, the op that ends
-//    first over all nodes ends; a member's scheduling lag at a collective counts the compute ops
+//  - cpu ranks (a profile with a cpu block): the compute ops running at once on the machine share
+//    its cores - every rank's, whatever the emulated node shape (cost/shared_cores.h core_group) -
+//    (ComputeSharing: each progresses at 1 / contention_factor(k) with k ops running),
+//    event-driven: when every rank is as far as it can get, the op that ends first ends; a member's scheduling lag at a collective counts the compute ops
 //    running at its arrival (conc46). Each step is simulated on its own, so ops of different
 //    steps (a rank that began its next step while another finishes) do not share. GPUs (no cpu
 //    block): every op its cost-model time, as before.

@@ -168,6 +168,11 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
         p.samples_per_s = p.step_time_ns > 0 ? static_cast<double>(r.samples_per_step) * 1e9 / static_cast<double>(p.step_time_ns) : 0;
         for (const auto& rk : r.ranks) p.memory_bytes_per_gpu = std::max(p.memory_bytes_per_gpu, rk.memory_bytes);
         comm_shares(r, gpus, spec.pipeline, p);
+        if (!r.step_time_ns.empty()) {  // every rank's bytes sent over the measured steps, per step
+          int64_t sent = 0;
+          for (const auto& rk : r.ranks) sent += rk.bytes_sent;
+          p.wire_bytes_per_step = sent / static_cast<int64_t>(r.step_time_ns.size());
+        }
       }
     } catch (const SpecError& e) {
       p.error = e.what();
@@ -261,7 +266,8 @@ nlohmann::json to_json(const ScalingStudy& st) {
                 {"scaling_efficiency", p.scaling_efficiency},
                 {"embedding_comm_share", p.embedding_comm_share},
                 {"comm_share", p.comm_share},
-                {"memory_bytes_per_gpu", p.memory_bytes_per_gpu}});
+                {"memory_bytes_per_gpu", p.memory_bytes_per_gpu},
+                {"wire_bytes_per_step", p.wire_bytes_per_step}});
       if (!p.placement.empty()) q["placement"] = p.placement;
       if (!p.other_types.empty()) {
         q["other_types"] = nlohmann::json::array();
@@ -318,6 +324,8 @@ ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string&
       p.embedding_comm_share = get(q, ptr, "embedding_comm_share", V::number_float).get<double>();
       p.comm_share = get(q, ptr, "comm_share", V::number_float).get<double>();
       p.memory_bytes_per_gpu = get(q, ptr, "memory_bytes_per_gpu", V::number_integer).get<int64_t>();
+      if (q.contains("wire_bytes_per_step"))  // absent from studies written before it was recorded
+        p.wire_bytes_per_step = get(q, ptr, "wire_bytes_per_step", V::number_integer).get<int64_t>();
       if (q.contains("placement")) p.placement = get(q, ptr, "placement", V::string).get<std::string>();
       if (q.contains("session")) p.session_path = get(q, ptr, "session", V::string).get<std::string>();
       if (q.contains("empty_shard_tables")) {

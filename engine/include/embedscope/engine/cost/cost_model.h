@@ -67,15 +67,23 @@ bool split_check_timed(const HardwareProfile& hw);
 /// A collective of one member (a group of one rank: every call of a 1-GPU run) costs 0: NCCL
 /// returns at once for nranks 1 (its own slice is not copied through a link), and Gloo's
 /// single-member collectives copy nothing either (tester44 F3: 15 us of latency each before).
-/// A split-size check costs 0 where split_check_timed(hw) is false (GPU profiles).
+/// A split-size check costs 0 where split_check_timed(hw) is false (GPU profiles). A member of
+/// an all-to-all style call: member_collective_ns of its bytes to and from peers by link (each
+/// max(sent, received) on GPUs; on cpu ranks its sends and its receives timed apart, the longer).
 int64_t collective_ns(const CollectiveCall& c, int rank, int gpus_per_node, const HardwareProfile& hw);
 
 /// One member's collective time in ns with the node to itself, from its bytes (each max(sent,
 /// received)) to and from peers on its own node (`intra_bytes`, over hw.intra_node) and on other
-/// nodes (`inter_bytes`, over hw.inter_node), in parallel:
-///   t = latency + max(intra_bytes / intra busbw, inter_bytes / inter busbw), rounded to ns,
-/// latency the inter-node link's when `spans_nodes` (the group has a member on another node),
-/// else the intra-node link's. collective_ns times every member of a program's call with it;
+/// nodes (`inter_bytes`, over hw.inter_node), in parallel on GPUs (NVLink and the NIC):
+///   t = latency + max(intra_bytes / intra busbw, inter_bytes / inter busbw), rounded to ns;
+/// on cpu ranks (hw.cpu.cores > 0: emulated nodes of one machine, where Gloo copies every peer's
+/// bytes over loopback on the same cores) one after the other:
+///   t = latency + intra_bytes / intra busbw + inter_bytes / inter busbw,
+/// so that with equal links a call takes the same time whatever the node shape (a calibrated
+/// profile's links are equal unless its sessions ran over an emulated network; collective_ns
+/// times a cpu member's sends and its receives this way, each, and takes the longer); the latency is
+/// the inter-node link's when `spans_nodes` (the group has a member on another node), else the
+/// intra-node link's. collective_ns times every member of a program's call with it;
 /// the planner's pre-ranking estimate (planner/search.h) times its estimated members with it.
 /// Negative bytes count as 0. Example: intra 1 B/ns, 10 us; 32 B intra, no inter, one node:
 /// 10,032 ns.

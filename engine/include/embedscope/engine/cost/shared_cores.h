@@ -28,6 +28,24 @@
 
 namespace embedscope::engine {
 
+/// The ranks whose threads share one set of cores with a rank: THE rule of which ranks compete
+/// for cores in every time estimate (the simulated executor, the planner's statistics and the LM
+/// simulation; calibrate's check and `scaling` simulate with the executor).
+///  - cpu ranks (hw.cpu.cores > 0): a cpu profile describes one machine (calibrate's this_machine),
+///    whose nodes (sharding.local_world_size) are emulated nodes of that machine: every rank of
+///    the run shares its cores, as the measured ranks did (threads of one process, or one process
+///    per rank from `launch`, on one host), whatever the node shape. {0, world}.
+///  - GPUs (hw.cpu.cores 0): a node's ranks, {rank / ranks_per_node, min(ranks_per_node, world -
+///    node x ranks_per_node)} (contention_factor is 1 for them: the group only names the node).
+/// Throws std::invalid_argument when world < 1, ranks_per_node < 1 or rank is not in [0, world).
+/// Example: 8 ranks as 2 nodes x 4: a cpu profile of 2 cores gives rank 5 {0, 8} (8 ranks on the
+/// machine's 2 cores, as 1 node x 8); h100_sxm gives {1, 4}.
+struct CoreGroup {
+  int id = 0;     ///< which set of cores (0 for a cpu profile's machine, else the node)
+  int ranks = 1;  ///< the ranks that share those cores (the `ranks_on_node` of the rules below)
+};
+CoreGroup core_group(const HardwareProfile& hw, int rank, int world, int ranks_per_node);
+
 /// Processor-sharing completion time of the last of `work` (each member's own work, any unit,
 /// any order, each >= 0; negative counted as 0) on a node of `ranks_on_node` ranks:
 ///   sum_{k=1..n} (w_(k) - w_(k-1)) x factor(ranks_on_node - (k - 1)), w sorted ascending,
@@ -135,8 +153,8 @@ double oversubscribed_share(const HardwareProfile& hw, int ranks_on_node);
 /// One member of a collective call, as collective_call_ns times it.
 struct CallMember {
   int64_t own_ns = 0;     ///< collective_ns of the member's CollectiveCall (cost_model.h), node to itself, ns
-  int node = 0;           ///< the member's node (global rank / gpus per node)
-  int ranks_on_node = 1;  ///< ranks on that node (min(gpus per node, world - node x gpus per node))
+  int node = 0;           ///< the member's core group (core_group(...).id: the machine for cpu ranks, else its node)
+  int ranks_on_node = 1;  ///< the ranks sharing those cores (core_group(...).ranks)
 };
 
 /// The duration in ns of one collective call (the last member's end after the last arrival),
@@ -144,8 +162,9 @@ struct CallMember {
 /// simulated executor (exec/simulated/, before its emulated-network floor), the planner's
 /// statistics (planner/stats.h plan_stats) and the LM simulation (program/lm_program.h
 /// simulate_lm_step) all call it.
-///  - cpu ranks (hw.cpu.cores > 0) with every member on one node: processor sharing of the
-///    node's cores, shared_cores_collective_ns(own_ns..., ranks_on_node);
+///  - cpu ranks (hw.cpu.cores > 0) with every member in one core group (always when the members
+///    come from core_group: a cpu profile's ranks share one machine): processor sharing of those
+///    cores, shared_cores_collective_ns(own_ns..., ranks_on_node);
 ///  - else (GPUs; calls across nodes): the largest of the members' own_ns x
 ///    contention_factor(hw, its ranks_on_node), each rounded to ns (for GPUs the factor is 1: the
 ///    largest member's nccl-tests time, cost_model.h);

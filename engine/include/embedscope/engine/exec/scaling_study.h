@@ -63,6 +63,13 @@ struct ScalingPoint {
   double embedding_comm_share = 0;
   double comm_share = 0;           ///< the same for every collective (dense all-reduce too)
   int64_t memory_bytes_per_gpu = 0;  ///< the largest rank's peak (the planner's storage estimate)
+  /// Bytes on the wire per step: every rank's bytes sent to other ranks (all collectives, the
+  /// dense all-reduce included; RankSummary::bytes_sent, what the point's session records
+  /// as its collectives' bytes_sent and `stats` adds up), over the measured steps, divided by them.
+  /// E.g. criteo_kaggle-like 26 tables of dim 16, batch 256 a GPU, 8 GPUs table_wise: the pooled
+  /// all-to-all alone is (W - 1) x B x T x D x 4 = 7 x 256 x 26 x 16 x 4 = 2,981,888 B of it.
+  /// 0 in studies written before it was recorded.
+  int64_t wire_bytes_per_step = 0;
   /// Which of plan_search's proposals placed the tables (planner/search.h): "uniform:<type>"
   /// (by estimated time, LPT) or "greedy" (plan_sharding, by bytes) when that was faster.
   std::string placement;
@@ -133,7 +140,8 @@ struct ScalingStudy {
 ///  dumped after "batch_size_per_gpu", the key a study is recognised by),
 ///  "points": [{"sharding", "gpus", "nodes", "error"} or {"sharding", "gpus", "nodes",
 ///  "step_time_ns", "samples_per_s", "samples_per_s_per_gpu", "scaling_efficiency",
-///  "embedding_comm_share", "comm_share", "memory_bytes_per_gpu", "session"?}]}
+///  "embedding_comm_share", "comm_share", "memory_bytes_per_gpu", "wire_bytes_per_step" (optional
+///  when read: absent in studies written before it, read as 0), "session"?}]}
 nlohmann::json to_json(const ScalingStudy& study);
 /// The inverse of to_json. Throws SpecError "<origin>: <JSON pointer>: <reason>" for a missing
 /// or mistyped key, an unknown sharding type, or a point with gpus outside [1, kMaxSimulatedRanks].

@@ -17,7 +17,9 @@
 // (importers/common/clock_align.h); with "none", a rank whose collectives end more than 2 ms apart from
 // the reference rank's by their median is counted as the problem clock_disagreement (error: the
 // times are kept; the remedy, --align collectives, is named). Metadata: the first input's, with world_size, steps, the
-// import keys and merged_from_json recomputed (each input's file, ranks, shift and how it ended).
+// import keys and merged_from_json recomputed (each input's file, ranks, shift and how it ended), and the
+// measured load (cpu_self_cores, cpu_other_cores, cpu_own_runnable, cpu_other_runnable) the run's from every
+// input's, with cpu_load_merged saying so (merged_load.h), or left out when an input did not record it.
 
 #include <cstdint>
 #include <string>

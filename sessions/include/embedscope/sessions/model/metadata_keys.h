@@ -68,6 +68,13 @@ inline constexpr const char* kCpuOtherRunnable = "cpu_other_runnable";
 /// threads in state R, the sampler included), e.g. "7.80": how many threads the ranks kept
 /// runnable (compute and Gloo). Absent before 2026-12-04.
 inline constexpr const char* kCpuOwnRunnable = "cpu_own_runnable";
+/// A merged session of several processes' rank sessions (merge/merged_load.h): how its load keys
+/// (cpu_self_cores, cpu_other_cores, cpu_own_runnable, cpu_other_runnable) were made from the
+/// processes' - the run's own cores summed over its processes, the sibling processes taken out of
+/// each one's other load - as JSON {"processes": 4, "hosts": 1, "rule": "..."}. Absent in a
+/// one-process session, and in merged sessions written before 2026-12-07, whose load keys are the
+/// first process's (the siblings counted as other load: calibrate refuses those).
+inline constexpr const char* kCpuLoadMerged = "cpu_load_merged";
 /// GPU names, comma separated ("" without GPUs).
 inline constexpr const char* kGpuNames = "gpu_names";
 /// "0" measured, "1" timed by a cost model (shown as SIMULATED everywhere).
