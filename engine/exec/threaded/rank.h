@@ -461,6 +461,12 @@ class Rank final : public sharding::RankContext {
   // with gpu_ and a dot / cat dense part: the device the dense part is resident on (setup)
   std::unique_ptr<RankDenseDevice> dense_device_;
   std::vector<int64_t> counter_base_;
+  /// With the device input dist: bucketize's slot list (every rank's slots, rank 0's first) in
+  /// device memory outside the allocator (RankDevice::scratch_alloc), copied once per plan - at
+  /// the first bucketize_on_device, and again when the list changes (a live rebalance) - and
+  /// bucket_slots_host_, the list it holds. Freed at teardown.
+  std::shared_ptr<void> bucket_slots_dev_;
+  std::vector<BucketSlot> bucket_slots_host_;
   std::atomic<int64_t> current_step_{0};
   std::atomic<int64_t> step_start_ns_{-1};  // step_in_progress_start_ns
   double last_loss_ = 0;
@@ -542,6 +548,7 @@ class Rank final : public sharding::RankContext {
   void teardown() {
     arena_.allocator().set_listener(nullptr);  // buffers freed after the run are not history
     arena_.set_oom_handler(nullptr);
+    bucket_slots_dev_.reset();  // on the rank's thread, bound to its device
     comm_.reset();
     cross_.reset();
     node_.reset();
