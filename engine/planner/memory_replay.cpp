@@ -1,6 +1,6 @@
 // The memory estimate's replay of one rank's buffers (memory_replay.h), in the order the
-// threaded executor takes and gives them back: exec/threaded/rank.cpp (setup), rank_input.cpp
-// (kjt_permute and lookup), the sharding modules' ops (output and grad dist, updates),
+// threaded executor takes and gives them back: exec/threaded/rank_setup.cpp (setup), rank_input.cpp and
+// rank_shards.cpp (kjt_permute, lookup), the sharding modules' ops (output and grad dist, updates),
 // rank_dist.cpp (the output dist's finish), rank_train.cpp (the train phase's own ops). A change to those allocations changes this file; the matrix test
 // (tests/engine/planner/memory_matrix_test.cpp) compares the two.
 #include "planner/memory_replay.h"
@@ -348,7 +348,7 @@ class Replay {
           mem_.set_context("optimizer state", -1);
           out_.optimizer_state = add_bytes_saturating(out_.optimizer_state, take(bytes).size > 0 ? round_size(bytes) : 0);
         };
-        // rank.cpp's order: fp32 rows, then the state; a low-rank or encoded table's rows after it
+        // rank_setup.cpp's order: fp32 rows, then the state; a low-rank or encoded table's rows after it
         const bool rows_first = t.data_type == TableDataType::fp32 && t.low_rank_dim == 0;
         if (rows_first) weights(b.weights[0]);
         state(b.state[0]);
@@ -360,7 +360,7 @@ class Replay {
           state(b.state[3]);
         }
       }
-    // hot-row replicas (rank.cpp after the shards): fp32 rows, then the optimizer state
+    // hot-row replicas (rank_setup.cpp after the shards): fp32 rows, then the optimizer state
     for (const int t : L_.hot_tables) {
       const int64_t H = static_cast<int64_t>(L_.hot_rows[static_cast<size_t>(t)].size());
       const int64_t dim = spec_.tables[static_cast<size_t>(t)].embedding_dim;

@@ -132,7 +132,7 @@ int64_t received_ids_quantile(const WorkloadSpec& spec, const Layout& L, const S
 double max_quantile_z(int64_t batches);
 
 /// The device copies the cuda rank makes for each call of a dense part that is not resident
-/// (DCN-v2, "dense": null; exec/threaded/rank.cpp dense_layers_on_gpu) in one train phase - the
+/// (DCN-v2, "dense": null; exec/threaded/rank_setup.cpp dense_layers_on_gpu) in one train phase - the
 /// replay uses it for those only - in call order - bottom MLP forward, dot
 /// interaction forward, top MLP forward, the loss, top MLP backward, dot backward, bottom MLP
 /// backward - each call the floats of its buffers in the order it takes them (given back in

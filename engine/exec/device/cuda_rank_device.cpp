@@ -274,12 +274,13 @@ void CudaRankDevice::scratch_free(void* p) const noexcept {
 
 int64_t CudaRankDevice::bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features,
                                   int64_t batch_size, std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids,
-                                  int64_t ids_capacity, int64_t* splits) const {
+                                  int64_t ids_capacity, int64_t* splits, const BucketSlot* device_slots) const {
+  if (!device_slots) count_copy(true, static_cast<int64_t>(slots.size() * sizeof(BucketSlot)));  // the kernel copies them
   count_copy(false, static_cast<int64_t>(sizeof(int64_t)));  // the kernel's count, read back
   std::lock_guard lock(workspace_mutex_);
   const int64_t ticket = begin_wait();  // bucketize_kjt_cuda waits for the stream to read the count
   const int64_t n = cuda::bucketize_kjt_cuda(values, offsets, num_features, batch_size, slots, lengths, ids,
-                                             ids_capacity, splits, stream_, workspace_.get());
+                                             ids_capacity, splits, stream_, workspace_.get(), device_slots);
   end_wait(ticket);
   return n;
 }

@@ -122,9 +122,10 @@ class CudaRankDevice final : public RankDevice {
   void scratch_free(void* p) const noexcept override;
   /// bucketize_kjt_cuda on the compute stream, its scratch from the rank's workspace (grow-only:
   /// no allocation once warm); waits for it (its 8-byte count read back, counted; the wait too).
+  /// Without device_slots the slot list is copied to the device first (counted).
   int64_t bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
                     std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
-                    int64_t* splits) const override;
+                    int64_t* splits, const BucketSlot* device_slots = nullptr) const override;
   /// kjt_permute_cuda on the compute stream, scratch from the backward's workspace; does not wait.
   void kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in, int64_t num_ids,
                    int64_t* ids_out, int64_t* offsets_out) const override;

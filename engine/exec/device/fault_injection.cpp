@@ -128,8 +128,9 @@ class FaultyDevice final : public RankDevice {
   void scratch_free(void* p) const noexcept override { in_->scratch_free(p); }
   int64_t bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
                     std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
-                    int64_t* splits) const override {
-    return in_->bucketize(values, offsets, num_features, batch_size, slots, lengths, ids, ids_capacity, splits);
+                    int64_t* splits, const BucketSlot* device_slots) const override {
+    return in_->bucketize(values, offsets, num_features, batch_size, slots, lengths, ids, ids_capacity, splits,
+                          device_slots);
   }
   void kjt_permute(int64_t W, int64_t P, int64_t B, const int64_t* lengths_in, const int64_t* ids_in, int64_t num_ids,
                    int64_t* ids_out, int64_t* offsets_out) const override {

@@ -178,7 +178,10 @@ class HostRankDevice final : public RankDevice {
     }
     apply_row_optimizer_encoded(opt, iteration, sh.data_type, sh.rows, sh.cols, state, g,
                                 sh.data_type == TableDataType::fp32 ? nullptr : err, sh.sr);
-    if (n > 0 && sh.cols > 0 && err && sh.data_type != TableDataType::fp32) wait();  // the GPU reads the errors back
+    if (n > 0 && sh.cols > 0 && err && sh.data_type != TableDataType::fp32) {  // the GPU reads the errors back:
+      count_copy(false, 2 * n * static_cast<int64_t>(sizeof(float)));        // 2 floats a row, one copy
+      wait();                                                                  // for which it waits
+    }
   }
   void linear_forward(int64_t B, int64_t in, int64_t out, const float* x, const float* w, const float* b, bool relu,
                       float* y) const override {
@@ -244,8 +247,19 @@ class HostRankDevice final : public RankDevice {
   void scratch_free(void* p) const noexcept override { delete[] static_cast<char*>(p); }
   int64_t bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
                     std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
-                    int64_t* splits) const override {
+                    int64_t* splits, const BucketSlot* device_slots) const override {
     check_bound("bucketize");
+    if (device_slots) {  // the list kept on the device: the same as the host's (else a stale one)
+      for (size_t s = 0; s < slots.size(); ++s) {
+        const BucketSlot& d = device_slots[s];
+        if (d.feature != slots[s].feature || d.row_wise != slots[s].row_wise || d.row_begin != slots[s].row_begin ||
+            d.num_rows != slots[s].num_rows)
+          throw std::logic_error("bucketize: slot " + std::to_string(s) +
+                                 " of the list on the device differs from the host's (a list of another plan)");
+      }
+    } else {
+      count_copy(true, static_cast<int64_t>(slots.size() * sizeof(BucketSlot)));  // the GPU copies the list
+    }
     count_copy(false, static_cast<int64_t>(sizeof(int64_t)));  // the count read back, as the GPU's
     wait();                                                       // for which the GPU waits
     if (num_features < 0 || batch_size < 0)

@@ -223,11 +223,15 @@ class RankDevice : public IntraDeviceOps {
   /// exec/threaded/rank_input.cpp). On a GPU bucketize_kjt_cuda on the compute stream, its
   /// scratch from the rank's grow-only workspace (no allocation once warm), which waits for it
   /// to read that number back (one 8-byte copy, counted in copies(), and one wait); the stand-in:
-  /// bucketize_kjt, the host reference. Throws std::invalid_argument for a slot feature outside
-  /// [0, num_features) and std::length_error when the ids do not fit ids_capacity.
+  /// bucketize_kjt, the host reference. `device_slots`: the same list already in device memory
+  /// (the rank keeps it there across steps: it depends on the plan only), read there; nullptr:
+  /// the call copies `slots` to the device itself (one copy, counted in copies(), on the
+  /// stand-in too). Throws std::invalid_argument for a slot feature outside [0, num_features),
+  /// std::length_error when the ids do not fit ids_capacity, and (the stand-in, which can read
+  /// device memory) std::logic_error when device_slots differs from `slots`.
   virtual int64_t bucketize(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
                             std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
-                            int64_t* splits) const = 0;
+                            int64_t* splits, const BucketSlot* device_slots = nullptr) const = 0;
   /// Device memory of `bytes` outside the rank's allocator, ordered on the compute stream (on a
   /// GPU cudaMallocAsync on it; the stand-in: host memory), nullptr for 0 bytes: the device input
   /// dist's send buffers, which replace the intra-device communicator's staging of the host

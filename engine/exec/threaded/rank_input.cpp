@@ -139,7 +139,19 @@ void Rank::bucketize_on_device(Inflight& b) {
   // send: lengths (slots x B) | splits (slots) | ids (capacity); only the splits come back
   b.kjt_send = scratch(n_slots * B + n_slots + capacity);
   auto* d_send = static_cast<int64_t*>(b.kjt_send.get());
-  gpu_->bucketize(d_in, d_in + nv, F, B, slots, d_send, d_send + n_slots * B + n_slots, capacity, d_send + n_slots * B);
+  // the slot list depends on the plan only: on the device since the first batch under it (one
+  // copy, counted), read there by every later bucketize
+  const auto same = [](const BucketSlot& x, const BucketSlot& y) {
+    return x.feature == y.feature && x.row_wise == y.row_wise && x.row_begin == y.row_begin && x.num_rows == y.num_rows;
+  };
+  if (!bucket_slots_dev_ || !std::equal(slots.begin(), slots.end(), bucket_slots_host_.begin(), bucket_slots_host_.end(), same)) {
+    const auto bytes = static_cast<int64_t>(slots.size() * sizeof(BucketSlot));
+    bucket_slots_dev_ = std::shared_ptr<void>(dev->scratch_alloc(bytes), [dev](void* p) { dev->scratch_free(p); });
+    gpu_->to_device(bucket_slots_dev_.get(), slots.data(), bytes);
+    bucket_slots_host_ = slots;
+  }
+  gpu_->bucketize(d_in, d_in + nv, F, B, slots, d_send, d_send + n_slots * B + n_slots, capacity, d_send + n_slots * B,
+                  static_cast<const BucketSlot*>(bucket_slots_dev_.get()));
   b.send_splits.assign(static_cast<size_t>(n_slots), 0);
   gpu_->to_host(b.send_splits.data(), d_send + n_slots * B, n_slots * static_cast<int64_t>(sizeof(int64_t)));
   size_t k = 0;

@@ -4,6 +4,8 @@
 // modules' ops (sharding/embedding_sharding.h).
 #include "rank.h"
 
+#include "exec/threaded/grad_pack.h"
+
 namespace embedscope::engine::threaded {
 
 void Rank::dense_forward_backward(const Program& pr, const ProgramOp& op, Inflight& b) {
@@ -155,18 +157,17 @@ void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& k
                             ls.momentum2.device_data(), ls.s.num_rows, cols, none, d_count);
     return;
   }
-  // one buffer, one copy: ids (num_ids), offsets (bags + 1, from 0; int64), the scales (bags;
-  // 1 for a slot without, as the CPU's nullptr) and the gradients (bags x cols) as floats. The
-  // gradients of slots the gradient dist left on the device (slot_grad_on_device) are copied
-  // there device to device instead: then only the head (ids, offsets, scales) crosses.
-  const int64_t floats = bags * cols + (scaled ? bags : 0);
-  const int64_t words = num_ids + bags + 1 + (floats + 1) / 2;
+  // one buffer, one copy: ids, offsets, scales and gradients (GradPackLayout). The gradients of
+  // slots the gradient dist left on the device (slot_grad_on_device) are copied there device to
+  // device instead: then only the head (ids, offsets, scales) crosses.
+  const GradPackLayout layout{num_ids, bags, cols, scaled};
+  const int64_t words = layout.words();
   auto pack = buf<int64_t>("gradients", static_cast<size_t>(words));
-  int64_t* ids = pack.data();
-  int64_t* off = ids + num_ids;
-  float* scale = scaled ? reinterpret_cast<float*>(off + bags + 1) : nullptr;
-  float* grad = reinterpret_cast<float*>(off + bags + 1) + (scaled ? bags : 0);
-  const int64_t grad_at = reinterpret_cast<char*>(grad) - reinterpret_cast<char*>(ids);  // bytes
+  int64_t* ids = layout.ids(pack.data());
+  int64_t* off = layout.offsets(pack.data());
+  float* scale = layout.scale(pack.data());
+  float* grad = layout.grad(pack.data());
+  const int64_t grad_at = layout.grad_at();  // bytes
   bool grads_on_device = true;
   for (const size_t k : ks) grads_on_device = grads_on_device && slot_grad_on_device(k);
   int64_t at = 0, bag = 0;
@@ -187,7 +188,7 @@ void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& k
   const int64_t crossing = grads_on_device ? grad_at : words * static_cast<int64_t>(sizeof(int64_t));
   gpu_->to_device(pack.device_data(), pack.data(), crossing);
   if (grads_on_device) {
-    auto* d_dst = reinterpret_cast<float*>(reinterpret_cast<char*>(pack.device_data()) + grad_at);
+    float* d_dst = layout.grad(pack.device_data());
     bag = 0;
     for (const size_t k : ks) {
       gpu_->copy_on_device(d_dst + bag * cols, b.slot_grad[k].device_data(),
@@ -196,17 +197,18 @@ void Rank::device_accumulate_update(LocalShard& ls, const std::vector<size_t>& k
     }
   }
   if (measured_) detail::add_sparse_grad_copies({1, 0, crossing, 0});
-  const int64_t* d_ids = pack.device_data();
-  const int64_t* d_off = d_ids + num_ids;
-  const auto* d_scale = reinterpret_cast<const float*>(d_off + bags + 1);
-  const float* d_grad = d_scale + (scaled ? bags : 0);
+  const int64_t* d_pack = pack.device_data();
+  const int64_t* d_ids = layout.ids(d_pack);
+  const int64_t* d_off = layout.offsets(d_pack);
+  const float* d_scale = layout.scale(d_pack);
+  const float* d_grad = layout.grad(d_pack);
   detail::RankDevice::SparseGradInput in;
   in.ids = d_ids;
   in.offsets = d_off;
   in.num_bags = bags;
   in.bags_per_part = WB;
   in.num_ids = num_ids;
-  in.scale = scaled ? d_scale : nullptr;
+  in.scale = d_scale;
   in.grad = d_grad;
   in.grad_stride = cols;
   gpu_->accumulate_update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
@@ -259,19 +261,18 @@ void Rank::device_accumulate_update_from_device_ids(LocalShard& ls, const std::v
   // offsets, scales, gradients; the same block), its ids and offsets concatenated on the device
   // from the slots' (RankDevice::concat_bags), the gradients the gradient dist left there copied
   // device to device; only the scales and host gradients cross, in one copy
-  const int64_t floats = bags * cols + (scaled ? bags : 0);
-  const int64_t words = num_ids + bags + 1 + (floats + 1) / 2;
-  auto pack = buf<int64_t>("gradients", static_cast<size_t>(words));
-  int64_t* d_ids = pack.device_data();
-  int64_t* d_off = d_ids + num_ids;
+  const GradPackLayout layout{num_ids, bags, cols, scaled};
+  auto pack = buf<int64_t>("gradients", static_cast<size_t>(layout.words()));
+  int64_t* d_ids = layout.ids(pack.device_data());
+  int64_t* d_off = layout.offsets(pack.device_data());
   std::vector<detail::BagPart> parts;
   for (const size_t k : ks) parts.push_back({ids_of(k), offsets_of(k), b.slot_n[k]});
   gpu_->concat_bags(parts, WB, d_ids, d_off);
-  const int64_t head = (num_ids + bags + 1) * static_cast<int64_t>(sizeof(int64_t));  // bytes before the floats
-  auto* scale = reinterpret_cast<float*>(pack.data() + num_ids + bags + 1);
-  float* grad = scale + (scaled ? bags : 0);
-  auto* d_scale = reinterpret_cast<float*>(d_off + bags + 1);
-  float* d_grad = d_scale + (scaled ? bags : 0);
+  const int64_t head = layout.head_bytes();  // bytes before the floats
+  float* scale = layout.scale(pack.data());
+  float* grad = layout.grad(pack.data());
+  float* d_scale = layout.scale(pack.device_data());
+  float* d_grad = layout.grad(pack.device_data());
   int64_t bag = 0;
   for (const size_t k : ks) {
     if (scaled) {
@@ -285,7 +286,8 @@ void Rank::device_accumulate_update_from_device_ids(LocalShard& ls, const std::v
       std::memcpy(grad + bag * cols, b.slot_grad[k].data(), static_cast<size_t>(WB * cols) * sizeof(float));
     bag += WB;
   }
-  const int64_t crossing = ((scaled ? bags : 0) + (grads_on_device ? 0 : bags * cols)) * static_cast<int64_t>(sizeof(float));
+  // the scales and host gradients: from the head to the gradients' end, or to their start
+  const int64_t crossing = (grads_on_device ? layout.grad_at() : layout.grads_end()) - head;
   if (crossing > 0) {
     gpu_->to_device(reinterpret_cast<char*>(pack.device_data()) + head, reinterpret_cast<char*>(pack.data()) + head,
                     crossing);
@@ -293,7 +295,7 @@ void Rank::device_accumulate_update_from_device_ids(LocalShard& ls, const std::v
   }
   in.ids = d_ids;
   in.offsets = d_off;
-  in.scale = scaled ? d_scale : nullptr;
+  in.scale = d_scale;
   in.grad = d_grad;
   gpu_->accumulate_update(sh_.spec.optimizer, iteration, ls.weights.device_data(), ls.momentum1.device_data(),
                           ls.momentum2.device_data(), ls.s.num_rows, cols, in, d_count);

@@ -78,7 +78,8 @@ __global__ void bucketize_splits_kernel(int64_t num_slots, int64_t batch_size, c
 
 int64_t bucketize_kjt_cuda(const int64_t* values, const int64_t* offsets, int64_t num_features, int64_t batch_size,
                            std::span<const BucketSlot> slots, int64_t* lengths, int64_t* ids, int64_t ids_capacity,
-                           int64_t* splits, void* stream_ptr, GrowOnlyWorkspace* workspace) {
+                           int64_t* splits, void* stream_ptr, GrowOnlyWorkspace* workspace,
+                           const BucketSlot* device_slots) {
   if (batch_size < 0) throw std::invalid_argument("bucketize_kjt_cuda: batch_size " + std::to_string(batch_size) + " < 0");
   for (size_t s = 0; s < slots.size(); ++s)
     if (slots[s].feature < 0 || slots[s].feature >= num_features)
@@ -99,7 +100,8 @@ int64_t bucketize_kjt_cuda(const int64_t* values, const int64_t* offsets, int64_
   check(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, static_cast<const int64_t*>(nullptr),
                                       static_cast<int64_t*>(nullptr), num_pairs, stream),
         "cub::DeviceScan::InclusiveSum (size)");
-  const size_t slot_bytes = slots.size() * sizeof(BucketSlot);
+  // the slots' scratch only when the caller has no copy of them on the device
+  const size_t slot_bytes = device_slots ? 0 : slots.size() * sizeof(BucketSlot);
   const size_t off_bytes = static_cast<size_t>(num_pairs + 1) * sizeof(int64_t);
   ScratchLayout sizing;
   sizing.take(slot_bytes);
@@ -115,11 +117,13 @@ int64_t bucketize_kjt_cuda(const int64_t* values, const int64_t* offsets, int64_
     base = own->as<char>();
   }
   ScratchLayout placed(base);
-  auto* d_slots = reinterpret_cast<BucketSlot*>(placed.take(slot_bytes));
+  auto* slot_scratch = reinterpret_cast<BucketSlot*>(placed.take(slot_bytes));
+  const BucketSlot* d_slots = device_slots ? device_slots : slot_scratch;
   auto* out_offsets = reinterpret_cast<int64_t*>(placed.take(off_bytes));
   void* temp = placed.take(scan_bytes);
-  check(cudaMemcpyAsync(d_slots, slots.data(), slots.size() * sizeof(BucketSlot), cudaMemcpyHostToDevice, stream),
-        "cudaMemcpyAsync (slots)");
+  if (!device_slots)
+    check(cudaMemcpyAsync(slot_scratch, slots.data(), slots.size() * sizeof(BucketSlot), cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync (slots)");
   const LaunchConfig per_pair = launch_1d(num_pairs, kWarpsPerBlock, kThreads);
   detail::launch("bucketize_count", shapes, per_pair, stream, bucketize_count_kernel, d_slots, batch_size, num_pairs,
                  values, offsets, lengths);

@@ -1,6 +1,6 @@
 // The embedding backward's distinct-row counts on the device path (the load counters'
 // unique_ids) read without a wait of their own (RankDevice::defer_to_host; Rank's
-// DeferredCounts, exec/threaded/rank_deferred.cpp), on the host stand-in
+// DeferredCounts, exec/threaded/rank_records.cpp), on the host stand-in
 // (TrainerOptions::emulate_device). Evidence: the stand-in's deferred copy is ready only after a
 // later wait for the stream, as a GPU's (by hand); a run's measured steps make the waits counted
 // by hand, one per rank and step fewer than their copies back; the session's load counters and

@@ -1,7 +1,7 @@
 // The planner's memory estimate for the cuda backend: a dot / cat dense part is resident on the
 // rank's device (its activations in one block of DenseModel's resident layout, its parameters
 // and gradients in the "dense" block); DCN-v2 and the fixed projection still copy each dense
-// call's inputs, parameters and outputs into the arena (exec/threaded/rank.cpp
+// call's inputs, parameters and outputs into the arena (exec/threaded/rank_setup.cpp
 // dense_layers_on_gpu) and the parameters and gradients for the dense SGD step (an H200 run of
 // criteo_kaggle on that per-call path measured 4.9 MiB over the cpu estimate, tester38 #10). Here the estimate of a cuda spec
 // against the measured peak of the same device path run on the host stand-in

@@ -183,7 +183,7 @@ TEST(HotRowsProgram, ExpectedShareOfPermutedZipfHotRows) {
   EXPECT_NEAR(program::hot_id_share(s, 0, 1, 0, 10), 0.2, 1e-12);
 }
 
-// The planner's memory estimate counts every rank's replicas (rank.cpp's order: rows, then adam's
+// The planner's memory estimate counts every rank's replicas (rank_setup.cpp's order: rows, then adam's
 // two state buffers, each rounded to the allocator's 512 bytes): hotrep_spec's four replicas (3 x 6,
 // 1 x 4, 1 x 5, 4 x 16 floats, all under 512 bytes) add 4 x 512 bytes of weights and 8 x 512 of
 // optimizer state on every rank, and the estimate stays at or above the measured peak.

@@ -224,11 +224,13 @@ void tbe_backward_update(const TbePlan& plan, void* weights, float* momentum1, f
 /// at all; its block only used on `stream`), else from the device's stream-ordered pool
 /// (cudaMallocAsync / cudaFreeAsync on `stream`, one allocation a call). Throws
 /// std::invalid_argument for a slot feature outside [0, num_features), and std::length_error
-/// when the result does not fit ids_capacity (the ids are then incomplete).
+/// when the result does not fit ids_capacity (the ids are then incomplete). `device_slots`: the
+/// same list as `slots` already in device memory (then not copied, nor given scratch); nullptr:
+/// `slots` is copied into the scratch (one cudaMemcpyAsync a call). `slots` is validated either way.
 int64_t bucketize_kjt_cuda(const int64_t* values, const int64_t* offsets, int64_t num_features,
                            int64_t batch_size, std::span<const BucketSlot> slots, int64_t* lengths,
                            int64_t* ids, int64_t ids_capacity, int64_t* splits, void* stream = nullptr,
-                           GrowOnlyWorkspace* workspace = nullptr);
+                           GrowOnlyWorkspace* workspace = nullptr, const BucketSlot* device_slots = nullptr);
 
 // ---- dense layers (cuBLAS) -----------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 #pragma once
 // The device a resident dense part runs on (DenseModel::make_resident, model/dense.h): the
 // copies between host and device memory and the dense part's kernels on device pointers. The
-// cuda executor implements it on its rank's device (exec/threaded/rank.cpp: a GPU, or the host
+// cuda executor implements it on its rank's device (exec/threaded/rank_setup.cpp: a GPU, or the host
 // stand-in of TrainerOptions::emulate_device, whose kernels are the host functions of dense.h).
 // Every call comes from a thread bound to the device (RankDevice::bind_thread).
 

@@ -1,8 +1,10 @@
-// The embedding backward's distinct-row counts on the device path, read without a wait of their
-// own (rank.h DeferredCounts): the copy back is queued once every shard's accumulation is queued
-// and taken where the host waits for the device anyway, and the step's session records (its
-// row, load counters and id-histogram buckets) wait for them when the step ended first - so the
-// values in the session are the same as with the read in the step, one step later.
+// A rank's session records. The step's records (its row, load counters and id-histogram
+// buckets) and the embedding backward's distinct-row counts on the device path, read without a
+// wait of their own (rank.h DeferredCounts): the copy back is queued once every shard's
+// accumulation is queued and taken where the host waits for the device anyway, and the step's
+// records wait for them when the step ended first - so the values in the session are the same
+// as with the read in the step, one step later. The memory counters, allocator history and
+// snapshots of a step (or of a failed run's last step), and the flight recorder's dumps.
 #include "rank.h"
 
 namespace embedscope::engine::threaded {
@@ -68,6 +70,33 @@ void Rank::write_held_records_at_failure() noexcept {
     write_ready_records();
   } catch (...) {  // the session cannot be written either: what was written stays
   }
+}
+
+void Rank::record_counters(int64_t step) {
+  sh_.session->add_memory_events(mem_events_);
+  mem_events_.clear();
+  sh_.session->add_memory(arena_counter(arena_, me_, step));
+  memory_step_ = step;
+}
+
+void Rank::record_memory(int64_t step, const char* reason, bool force) {
+  if (!sh_.session) return;
+  record_counters(step);
+  uint64_t h = 0;
+  sessions::MemorySnapshot sn = arena_snapshot(arena_, me_, step, sh_.tracer.now_ns(), reason, h);
+  if (!force && h == last_layout_) return;  // steady state: the same layout every step
+  last_layout_ = h;
+  sh_.session->add_snapshot(std::move(sn));
+}
+
+void Rank::record_memory_at_failure() {
+  if (sh_.session && memory_step_ != current_step_.load()) record_counters(current_step_.load());
+}
+
+void Rank::dump_flight_recorder(const std::string& reason) {
+  if (!sh_.session || flight_.recorded() == 0) return;
+  auto rows = flight_.dump(flight_dumps_.fetch_add(1), reason);
+  sh_.session->add_flight_records(std::move(rows));
 }
 
 }  // namespace embedscope::engine::threaded
