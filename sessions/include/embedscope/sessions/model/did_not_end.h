@@ -1,5 +1,5 @@
 #pragma once
-// The mark of an imported event that the profiler never saw end (schema/FORMAT.md, "Imported
+// The mark of an imported event that the profiler never saw end (schema/IMPORTED.md, "Imported
 // sessions"): a Kineto "X" event with a negative "dur" (-1, or an end at 0: ts + dur = 0), a "B"
 // without its "E". Perfetto keeps such a slice and shows it as "Did not end"; the importer keeps
 // it too, as a zero-length op at its start (start_ns == end_ns) whose name is the event's name
