@@ -3,17 +3,25 @@
 //
 // Time classes per rank (Holistic Trace Analysis, "comm/comp overlap"): *compute* is every
 // op that is not communication or a copy (categories input, lookup, dense, optimizer, other);
-// *communication* is category comm. The intervals of each class are merged per rank first
-// (partially overlapping ops count once), then
+// *communication* is category comm. On one lane (a host thread, a stream) an op's time inside a
+// comm op or a wait of the same lane is not compute: a blocking collective's caller waits in it,
+// so the spans enclosing it (autograd's AccumulateGrad around c10d::allreduce_) compute only
+// outside it. An imported trace's record_function ranges (OpRoles::annotation_ids) and waits
+// (OpRoles::wait_id) are neither compute nor comm. The intervals of each class are merged per
+// rank first (partially overlapping ops count once), then
 //   overlap          = |compute ∩ comm|
 //   exposed comm     = |comm| - overlap
 //   idle             = |step window| - |compute ∪ comm ∪ memcpy|
 //   overlap %        = 100 * overlap / |comm|
 // Source: facebookresearch/HolisticTraceAnalysis, comm_comp_overlap (time computing while
-// communicating / time communicating).
+// communicating / time communicating), which counts GPU kernels; the same-lane rule is what a
+// kernel stream has by construction (no kernel runs inside another on its stream) and a host
+// thread needs (tester's hand figures: a blocking c10d::allreduce_ read as 100 % hidden).
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <optional>
 #include <vector>
@@ -57,8 +65,35 @@ struct RankStepTimes {
   bool drain = false;
 };
 
-/// Times of one rank in one step window [t0, t1) from its ops (any lanes; clipped to the window).
-RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int64_t t1);
+/// What the step figures make of some ops beyond their category (an imported trace's; empty for
+/// a run's session).
+struct OpRoles {
+  /// Name ids of record_function ranges (Kineto cat `user_annotation`, meta
+  /// import_annotation_names_json): they enclose a phase's ops, so they are neither compute nor
+  /// comm nor busy time (a thread waiting out an all-to-all inside `pooled_a2a` is not computing),
+  /// unless their name gives them a category (is_plain_annotation).
+  std::set<int32_t> annotation_ids;
+  /// Name id of the Work::wait spans (model/wait_span.h), -1 none: no comm and no compute, but,
+  /// like a comm op, their time is taken out of the compute ops of their lane that enclose them.
+  int32_t wait_id = -1;
+};
+
+/// An op of one of `annotation_ids` (OpRoles) whose category is `other`: a range the step
+/// figures and the critical path leave out. A range whose name gives it a category counts as
+/// that category's work (torch.optim's "Optimizer.step#SGD.step": optimizer; a comm-named one:
+/// comm, as a CPU trace's gloo:* spans).
+bool is_plain_annotation(const OpRecord& o, const std::set<int32_t>& annotation_ids);
+
+/// The compute time of `ops` per rank (merged intervals, ns), by the rule above: per lane, the
+/// compute ops (category not comm / memcpy, no annotation, no wait) less the time of the lane's
+/// own comm ops and waits; then the union over the rank's lanes. No clipping. Cost O(n log n).
+std::map<int32_t, std::vector<Interval>> compute_intervals(const std::vector<OpRecord>& ops, const OpRoles& roles = {});
+
+/// Times of one rank in one step window [t0, t1) from its ops (any lanes; clipped to the window),
+/// by the rule above: compute and by_category_ns of the compute categories count an op's time
+/// outside its lane's comm ops and waits; annotations and waits count in no class and no
+/// category.
+RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int64_t t1, const OpRoles& roles = {});
 
 struct RankStats {
   int32_t rank = 0;

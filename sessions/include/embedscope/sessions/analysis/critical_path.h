@@ -153,10 +153,16 @@ struct CollectiveTimes {
   int64_t check_bytes_sent = 0, check_bytes_received = 0;
 };
 
+struct Interval;  // analysis.h
+
 /// Adds the CollectiveTimes of one step's ops (every rank) to `out`, keyed by name_id.
 /// `instances` is collective_instances(ops, collectives); `collectives` the step's records (they
 /// split each op's bytes into sent and received; {}: every op counts half its bytes each way).
+/// `compute`: per rank, the merged compute time a collective's exposed time is measured against
+/// (analysis.h compute_intervals of the ops the step figures see); nullptr: compute_intervals(ops),
+/// the same-lane rule without roles (a comm op's own lane computes nothing while it runs).
 void add_collective_times(const std::vector<OpRecord>& ops, const std::map<CollectiveKey, std::vector<size_t>>& instances,
-                          std::map<int32_t, CollectiveTimes>& out, const std::vector<CollectiveRecord>& collectives = {});
+                          std::map<int32_t, CollectiveTimes>& out, const std::vector<CollectiveRecord>& collectives = {},
+                          const std::map<int32_t, std::vector<Interval>>* compute = nullptr);
 
 }  // namespace embedscope::sessions
