@@ -178,6 +178,15 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
 }
 }  // namespace
 
+bool collective_bytes_unknown(const SessionReader& session) {
+  if (session.meta(meta::kImported, "0") != "1") return false;
+  for (const auto& p : session.import_stats())
+    if (p.name == "collective_args_not_captured") return true;
+  for (const auto& c : session.collectives())
+    if (c.bytes_sent > 0 || c.bytes_received > 0) return false;
+  return true;
+}
+
 double max_over_mean(const std::vector<double>& v) {
   if (v.empty()) return 1.0;
   const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
@@ -312,7 +321,7 @@ RunStats analyze(const SessionReader& session) {
   const int world = part.world;
   std::map<int32_t, RankStats> ranks;
   for (int r = 0; r < world; ++r) ranks[r].rank = r;
-  const auto& windows = part.windows;
+  auto& windows = part.windows;
   const std::vector<StepMetric>& step_rows = part.step_rows;
   const int64_t first_drain = part.first_drain;
 
@@ -342,14 +351,26 @@ RunStats analyze(const SessionReader& session) {
   }
   st.stream_ranks = !stream_ranks.empty() && !st.simulated;
   std::set<int32_t> gpu_comm_ranks;
+  // An imported trace without profiler steps: the whole trace is one window per rank, its
+  // first op's start to its last op's end, held as step 0 (RunStats::whole_trace)
+  st.whole_trace = imported && windows.empty();
+  std::map<int32_t, std::pair<int64_t, int64_t>> spans;  // whole_trace: each rank's first and last op
   for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {
     if (annotation_lanes.count({lane.front().rank, lane.front().lane})) return;
     const bool stream = stream_lanes.count({lane.front().rank, lane.front().lane}) > 0;
-    for (const auto& o : lane) {
+    for (auto& o : lane) {
+      if (st.whole_trace) {
+        o.step = 0;
+        if (o.end_ns > o.start_ns) {
+          auto [it, fresh] = spans.try_emplace(o.rank, o.start_ns, o.end_ns);
+          it->second = {std::min(it->second.first, o.start_ns), std::max(it->second.second, o.end_ns)};
+        }
+      }
       if (o.step >= 0) grouped[{o.rank, o.step}].push_back(o);
       if (stream && o.category == OpCategory::comm && o.end_ns > o.start_ns) gpu_comm_ranks.insert(o.rank);
     }
   });
+  for (const auto& [r, span] : spans) windows[0][r] = span;
   // An imported rank without communication kernels (a CPU trace: Gloo) has its collectives in
   // its record_param_comms spans (the importer's records); the gloo:* / c10d::* calls inside
   // them are the same collective, not another (tester34 D3, D20).
@@ -476,7 +497,9 @@ RunStats analyze(const SessionReader& session) {
       common_load[c.rank].second += static_cast<double>(c.lookup_ns);
     }
   }
-  const std::vector<CollectiveRecord> collectives = session.collectives();
+  std::vector<CollectiveRecord> collectives = session.collectives();
+  if (st.whole_trace)
+    for (auto& c : collectives) c.step = 0;
   for (const auto& c : collectives) {
     if (c.step < 0 || c.step > last_step || c.step >= first_drain) continue;
     ranks[c.rank].bytes_sent += c.bytes_sent;
@@ -516,6 +539,11 @@ RunStats analyze(const SessionReader& session) {
     hides = [&](const OpRecord& o) { return stream_lanes.count({o.rank, o.lane}) == 0; };
   else if (!stream_ranks.empty())
     hides = [&](const OpRecord& o) { return !stream_ranks.count(o.rank) || stream_lanes.count({o.rank, o.lane}) > 0; };
+  if (st.whole_trace) {  // what took the time, by op name (no step to divide it by)
+    std::vector<OpRecord> all;
+    for (const auto& [key, ops] : grouped) all.insert(all.end(), ops.begin(), ops.end());
+    st.top_ops = op_self_times(all, roles);
+  }
   critical_path_summary(collectives, std::move(grouped), timed, hides, roles, windows, first_drain, !imported,
                         [&](int32_t id) -> const std::string& { return session.name(id); }, st);
   // An imported trace's world size is what the trace says; a rank with no trace in the

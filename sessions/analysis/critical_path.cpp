@@ -9,8 +9,6 @@
 
 namespace embedscope::sessions {
 
-namespace {
-
 /// The ops of `ops` with each lane's nested spans replaced by the pieces of time in which each is
 /// the innermost one running (its exclusive time; of ops open at a moment, the one that started
 /// last, the shorter on a tie), adjacent pieces of one op joined. A span that encloses others on
@@ -76,7 +74,6 @@ std::vector<OpRecord> innermost_pieces(const std::vector<OpRecord>& ops) {
   }
   return out;
 }
-}  // namespace
 
 std::map<CollectiveKey, std::vector<size_t>> collective_instances(const std::vector<OpRecord>& ops,
                                                                   const std::vector<CollectiveRecord>& collectives) {

@@ -95,6 +95,27 @@ std::map<int32_t, std::vector<Interval>> compute_intervals(const std::vector<OpR
   return out;
 }
 
+std::vector<OpSelfTime> op_self_times(const std::vector<OpRecord>& ops, const OpRoles& roles) {
+  std::vector<OpRecord> kept;
+  kept.reserve(ops.size());
+  std::map<int32_t, OpSelfTime> by_name;
+  for (const auto& o : ops) {
+    if (is_wait(o, roles) || is_annotation(o, roles)) continue;
+    kept.push_back(o);
+    OpSelfTime& t = by_name[o.name_id];
+    t.name_id = o.name_id;
+    t.category = o.category;
+    ++t.count;
+  }
+  for (const auto& p : innermost_pieces(kept))
+    if (p.end_ns > p.start_ns) by_name[p.name_id].self_ns += p.end_ns - p.start_ns;
+  std::vector<OpSelfTime> out;
+  out.reserve(by_name.size());
+  for (const auto& [id, t] : by_name) out.push_back(t);
+  std::stable_sort(out.begin(), out.end(), [](const OpSelfTime& a, const OpSelfTime& b) { return a.self_ns > b.self_ns; });
+  return out;
+}
+
 RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int64_t t1, const OpRoles& roles) {
   RankStepTimes t;
   t.window_ns = std::max<int64_t>(0, t1 - t0);

@@ -54,12 +54,7 @@ QVariant CriticalPathModel::headerData(int section, Qt::Orientation orientation,
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }
 
-bool collective_bytes_unknown(const sessions::SessionReader& session) {
-  if (session.meta("imported", "0") != "1") return false;
-  for (const auto& p : session.import_stats())
-    if (p.name == "collective_args_not_captured") return true;
-  return false;
-}
+bool collective_bytes_unknown(const sessions::SessionReader& session) { return sessions::collective_bytes_unknown(session); }
 
 CollectiveTimesModel::CollectiveTimesModel(const sessions::RunStats& stats, const sessions::SessionReader& session,
                                            QObject* parent)

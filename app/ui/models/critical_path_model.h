@@ -31,9 +31,9 @@ class CriticalPathModel : public QAbstractTableModel {
   QStringList names_, short_names_;  // whole (tooltips) and distinct_short_kernel_names (shown)
 };
 
-/// True for an imported session whose collectives carry no arguments (import problem
-/// collective_args_not_captured: a Kineto trace without record_param_comms args, an Nsight
-/// export): its 0 bytes are unknown, shown as "unknown" rather than "0 B" (tester37 #13).
+/// sessions::collective_bytes_unknown (analysis.h): an imported session whose collectives carry
+/// no arguments or no bytes at all (a Gloo trace's gloo:* calls); its 0 bytes are unknown, shown
+/// as "unknown" rather than "0 B", as `stats` prints them (tester37 #13).
 bool collective_bytes_unknown(const sessions::SessionReader& session);
 
 /// One row per collective name, most exposed first, per measured step and summed over ranks:

@@ -122,6 +122,19 @@ struct RankStats {
   double gpu_busy_pct = 0;
 };
 
+/// One op name's exclusive ("self") time: its ops' time outside the ops they enclose on their
+/// lane (critical_path.h innermost_pieces; a comm op whole), summed over ranks.
+struct OpSelfTime {
+  int32_t name_id = 0;
+  OpCategory category = OpCategory::other;
+  int64_t self_ns = 0;
+  int64_t count = 0;  ///< ops of the name
+};
+
+/// Self time per op name of `ops` (any ranks and lanes), most first; plain annotations
+/// (is_plain_annotation) and waits (roles.wait_id) left out. Ties: lower name id first.
+std::vector<OpSelfTime> op_self_times(const std::vector<OpRecord>& ops, const OpRoles& roles);
+
 /// The figures of `embedscope stats`, over the measured steps (step >= 0).
 struct RunStats {
   /// How the session ended (SessionReader::status()); an imported session's is its import's
@@ -164,6 +177,13 @@ struct RunStats {
   /// figure (exposed communication, the time by category, the critical path, the collectives'
   /// counts, bytes and times) is divided by (retest47 R5: they were divided by `steps`).
   int64_t counted_steps() const { return steps - drain_steps; }
+  /// An imported trace without profiler steps (no ProfilerStep#N: torch.profiler used without a
+  /// schedule, export_chrome_trace): its figures are over the whole trace, one window per rank
+  /// from its first op's start to its last op's end, held as step 0 of per_step and
+  /// critical_paths; `steps` stays 0 (no step time, throughput or loss) and top_ops is filled.
+  bool whole_trace = false;
+  /// whole_trace: op_self_times of the whole trace (empty otherwise).
+  std::vector<OpSelfTime> top_ops;
   double overlap_pct = 0;          ///< over all ranks and steps
   int64_t exposed_comm_ns = 0;     ///< mean over ranks of each rank's total exposed communication
   double lookups_max_over_mean = 1;      ///< ids looked up per rank: max / mean (1 = balanced)
@@ -241,6 +261,13 @@ std::string overlap_definition(const RunStats& st);
 /// e.g. {1, 2, 3, 5, 7, 8} -> "1-3, 5, 7, 8", {1, ..., 1999999} -> "1-1999999" (a trace of one rank
 /// of a large job listed every other rank: a 129 KB line, a workbench stuck for minutes; tester37).
 std::string rank_list(const std::vector<int32_t>& ranks);
+
+/// Whether an imported session's collective bytes are unknown, so that a 0 reads "unknown"
+/// (text) / null (JSON), not 0 B: the import found collectives without arguments (import problem
+/// collective_args_not_captured: a Kineto trace without record_param_comms args, every Nsight
+/// export), or no collective record of the session carries a byte (a torch profiler trace of
+/// Gloo's gloo:* / c10d::* calls, which record no size). False for a run's session.
+bool collective_bytes_unknown(const SessionReader& session);
 
 /// max / mean of non-negative values; 1 when the mean is 0 or there are no values.
 double max_over_mean(const std::vector<double>& v);

@@ -107,6 +107,14 @@ class StepDependencies {
   std::vector<const std::vector<size_t>*> instance_of_;
 };
 
+/// The ops with each lane's nested spans replaced by the pieces of time in which each is the
+/// innermost one running (its exclusive time: of the ops open at a moment, the one that started
+/// last, the shorter on a tie), adjacent pieces of one op joined: a span that encloses others is
+/// there only for its own time between them (aten::linear around aten::addmm). Comm ops are kept
+/// whole and end their parents' pieces like any child; ops with end <= start pass as they are.
+/// Cost O(n log n). (HTA's critical path attributes a parent's time the same way.)
+std::vector<OpRecord> innermost_pieces(const std::vector<OpRecord>& ops);
+
 /// The critical path of one step from its ops on every rank (any order; ops with end <= start
 /// are ignored) and the step's collective records (may be empty: then collectives are joined
 /// by op name and sequence number). Cost O(n log n) for n ops. An empty `ops` gives an empty path.
