@@ -256,6 +256,11 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   // no rank communicated: overlap is n/a (text) / null (JSON), not 0 %
   const bool any_comm = std::any_of(st.ranks.begin(), st.ranks.end(), [](const auto& r) { return r.comm_ns > 0; });
   const auto bytes_text = [&](int64_t b) { return bytes_unknown && b == 0 ? std::string("unknown") : es::format_bytes(b); };
+  // a rank's: unknown only where it communicated (a rank with no comm op moved 0 B)
+  const auto rank_bytes_or_null = [&](const ss::RankStats& r, int64_t b) { return r.comm_ns > 0 ? bytes_or_null(b) : json(b); };
+  const auto rank_bytes_text = [&](const ss::RankStats& r, int64_t b) {
+    return r.comm_ns > 0 ? bytes_text(b) : es::format_bytes(b);
+  };
   const auto unfinished = imported ? ss::did_not_end_ops(session) : std::vector<ss::DidNotEndOp>{};
   // the allocator history (imported memory snapshots, or a run that ended before its first step)
   const bool memory_only = st.steps == 0 && !session.memory_events().empty();
@@ -357,8 +362,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       j["ranks"].push_back({{"rank", r.rank}, {"compute_ns", r.compute_ns}, {"comm_ns", r.comm_ns},
                             {"overlap_ns", r.overlap_ns}, {"exposed_comm_ns", r.exposed_comm_ns}, {"idle_ns", r.idle_ns},
                             {"overlap_pct", r.comm_ns > 0 ? json(r.overlap_pct) : json()}, {"ids_looked_up", r.ids_looked_up},
-                            {"lookup_ns", r.lookup_ns}, {"bytes_sent", bytes_or_null(r.bytes_sent)},
-                            {"bytes_received", bytes_or_null(r.bytes_received)}, {"by_category_ns", cats},
+                            {"lookup_ns", r.lookup_ns}, {"bytes_sent", rank_bytes_or_null(r, r.bytes_sent)},
+                            {"bytes_received", rank_bytes_or_null(r, r.bytes_received)}, {"by_category_ns", cats},
                             {"peak_allocated_bytes", st.has_memory ? json(r.peak_allocated_bytes) : json()},
                             {"peak_reserved_bytes", st.has_memory ? json(r.peak_reserved_bytes) : json()},
                             {"fragmentation", st.has_memory ? json(r.fragmentation) : json()},
@@ -597,7 +602,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", r.rank,
                              ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns),
                              r.comm_ns > 0 ? fmt::format("{:.1f}%", r.overlap_pct) : std::string("n/a"),
-                             r.ids_looked_up, bytes_text(r.bytes_sent), bytes_text(r.bytes_received));
+                             r.ids_looked_up, rank_bytes_text(r, r.bytes_sent), rank_bytes_text(r, r.bytes_received));
   if (st.drain_steps > 0)  // tester48 F4: the same steps for the counts as for the times
     std::cout << fmt::format("(the {} counted steps: the drain steps' lookups and bytes are left out as their times are)\n",
                              st.counted_steps());

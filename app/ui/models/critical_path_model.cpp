@@ -54,12 +54,10 @@ QVariant CriticalPathModel::headerData(int section, Qt::Orientation orientation,
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }
 
-bool collective_bytes_unknown(const sessions::SessionReader& session) { return sessions::collective_bytes_unknown(session); }
-
 CollectiveTimesModel::CollectiveTimesModel(const sessions::RunStats& stats, const sessions::SessionReader& session,
                                            QObject* parent)
     : QAbstractTableModel(parent), steps_(std::max<int64_t>(1, stats.counted_steps())),
-      bytes_unknown_(collective_bytes_unknown(session)) {
+      bytes_unknown_(sessions::collective_bytes_unknown(session)) {
   std::vector<std::string> whole;
   for (const auto& c : stats.collectives) {
     whole.push_back(session.name(c.name_id));

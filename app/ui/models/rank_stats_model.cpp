@@ -37,10 +37,10 @@ QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
       return pct(r.overlap_pct);
     case IdsLookedUp: return QVariant::fromValue<qlonglong>(r.ids_looked_up);
     case BytesSent:
-      if (bytes_unknown_ && r.bytes_sent == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
+      if (bytes_unknown_ && r.comm_ns > 0 && r.bytes_sent == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
       return bytes(r.bytes_sent);
     case BytesReceived:
-      if (bytes_unknown_ && r.bytes_received == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
+      if (bytes_unknown_ && r.comm_ns > 0 && r.bytes_received == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
       return bytes(r.bytes_received);
     case PeakAllocated: return bytes(r.peak_allocated_bytes);
     case PeakReserved: return bytes(r.peak_reserved_bytes);

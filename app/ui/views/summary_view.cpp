@@ -266,7 +266,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   auto* page = new QWidget(parent);
   auto* layout = new QVBoxLayout(page);
   auto* model = new RankStatsModel(std::move(figures.stats), page);
-  model->set_bytes_unknown(collective_bytes_unknown(s));
+  model->set_bytes_unknown(sessions::collective_bytes_unknown(s));
   model->set_fragmentation_label(figures.fragmentation_label);
   const auto& st = model->stats();
   const QString origin = import_origin(s);

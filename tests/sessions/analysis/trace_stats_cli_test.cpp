@@ -98,7 +98,12 @@ TEST(TraceStatsCli, NoCommunicationIsNotApplicableAndUnmeasuredFiguresAreNull) {
   auto r = trace_stats_cli("stats " + db);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("overlap      n/a (no communication; thread level"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("0.0%"), std::string::npos) << r.out;
+  // the rank's row: overlap n/a, not 0.0 %; bytes 0 B, known (it has no collective to lack them)
+  EXPECT_NE(r.out.find("\n0         0.50 ms     0.00 ms       0.00 ms     0.50 ms       n/a              0          0 B"
+                       "            0 B\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("unknown"), std::string::npos) << r.out;
   r = trace_stats_cli("stats --json " + db);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -107,6 +112,8 @@ TEST(TraceStatsCli, NoCommunicationIsNotApplicableAndUnmeasuredFiguresAreNull) {
   EXPECT_TRUE(j["imbalance"]["lookups_max_over_mean"].is_null()) << j["imbalance"];
   EXPECT_TRUE(j["samples_per_s"].is_null()) << j["samples_per_s"];
   EXPECT_EQ(j["ranks"][0]["compute_ns"], 500'000);
+  EXPECT_EQ(j["ranks"][0]["bytes_sent"], 0);
+  EXPECT_EQ(j["ranks"][0]["bytes_received"], 0);
 }
 
 TEST(TraceStatsCli, ATraceWithoutProfilerStepsGetsWholeTraceFigures) {
