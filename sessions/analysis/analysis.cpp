@@ -385,12 +385,19 @@ RunStats analyze(const SessionReader& session) {
           param_ranks.insert(o.rank);
           break;
         }
+  // A rank without record_param_comms whose collectives the importer recorded from its calls
+  // (a legacy torch Gloo trace: one record per gloo:* call, the call carrying the record's
+  // sequence) has as collectives those calls only: the c10d::* calls that issued them on the
+  // calling thread (correlation 0) are the same collective, not another row (filled below, from
+  // the collective records, before is_collective is called).
+  std::set<int32_t> record_ranks;
   std::function<bool(const OpRecord&)> is_collective;
   if (imported)
     is_collective = [&](const OpRecord& o) {
       if (o.start_ns == o.end_ns && did_not_end(o.start_ns, o.end_ns, session.name(o.name_id))) return false;  // no time
       if (gpu_comm_ranks.count(o.rank)) return stream_lanes.count({o.rank, o.lane}) > 0;
-      return !param_ranks.count(o.rank) || o.name_id == param_id;
+      if (param_ranks.count(o.rank)) return o.name_id == param_id;
+      return !record_ranks.count(o.rank) || o.correlation != 0;
     };
   // An imported trace's Work::wait spans (model/wait_span.h): idle time, not communication; out
   // of the step figures and the per-collective times (HTA counts only the collectives' kernels),
@@ -501,6 +508,7 @@ RunStats analyze(const SessionReader& session) {
   if (st.whole_trace)
     for (auto& c : collectives) c.step = 0;
   for (const auto& c : collectives) {
+    record_ranks.insert(c.rank);
     if (c.step < 0 || c.step > last_step || c.step >= first_drain) continue;
     ranks[c.rank].bytes_sent += c.bytes_sent;
     ranks[c.rank].bytes_received += c.bytes_received;
