@@ -19,71 +19,47 @@
 
 namespace embedscope::sessions {
 
-std::vector<Interval> merge_intervals(std::vector<Interval> v) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](const Interval& i) { return i.end <= i.start; }), v.end());
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  std::vector<Interval> out;
-  for (const auto& i : v) {
-    if (!out.empty() && i.start <= out.back().end)
-      out.back().end = std::max(out.back().end, i.end);
-    else
-      out.push_back(i);
-  }
-  return out;
-}
-
-int64_t covered_ns(const std::vector<Interval>& merged) {
-  int64_t s = 0;
-  for (const auto& i : merged) s += i.end - i.start;
-  return s;
-}
-
-std::vector<Interval> intersect(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  std::vector<Interval> out;
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const int64_t s = std::max(a[i].start, b[j].start), e = std::min(a[i].end, b[j].end);
-    if (s < e) out.push_back({s, e});
-    if (a[i].end < b[j].end) ++i; else ++j;
-  }
-  return out;
-}
-
-RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int64_t t1) {
-  RankStepTimes t;
-  t.window_ns = std::max<int64_t>(0, t1 - t0);
-  std::array<std::vector<Interval>, kNumCategories> by_cat;
-  for (const auto& o : ops) {
-    const int64_t s = std::max(o.start_ns, t0), e = std::min(o.end_ns, t1);
-    if (s < e) by_cat[static_cast<size_t>(o.category)].push_back({s, e});
-  }
-  std::vector<Interval> compute, comm, busy;
-  for (int c = 0; c < kNumCategories; ++c) {
-    auto merged = merge_intervals(by_cat[static_cast<size_t>(c)]);
-    t.by_category_ns[static_cast<size_t>(c)] = covered_ns(merged);
-    auto cat = static_cast<OpCategory>(c);
-    auto& dst = cat == OpCategory::comm ? comm : (cat == OpCategory::memcpy ? busy : compute);
-    dst.insert(dst.end(), merged.begin(), merged.end());
-  }
-  compute = merge_intervals(compute);
-  comm = merge_intervals(comm);
-  busy.insert(busy.end(), compute.begin(), compute.end());
-  busy.insert(busy.end(), comm.begin(), comm.end());
-  t.compute_ns = covered_ns(compute);
-  t.comm_ns = covered_ns(comm);
-  t.overlap_ns = covered_ns(intersect(compute, comm));
-  t.exposed_comm_ns = t.comm_ns - t.overlap_ns;
-  t.idle_ns = t.window_ns - covered_ns(merge_intervals(busy));
-  return t;
-}
-
 namespace {
+// Extends a step's critical path over the step's window (`ranks`: rank -> its window [start, end))
+// with untraced gaps: from the start of its first op's rank's window to that op, and from its last
+// op to the end of its last op's rank's window; a step without an op is one gap over the longest
+// window. Without them a step whose end (or start) no op covered - a time.sleep after the step's
+// last op - was shorter on the path than its window (the ranks' windows need not line up: a rank
+// that started the step earlier is not on the path for that).
+void cover_window(StepCriticalPath& path, const std::map<int32_t, std::pair<int64_t, int64_t>>& ranks) {
+  const auto gap = [](int32_t rank, int64_t a, int64_t b) {
+    return PathSegment{PathSegment::Kind::gap, rank, 0, 0, OpCategory::other, a, b};
+  };
+  if (path.segments.empty()) {
+    auto longest = ranks.end();
+    for (auto it = ranks.begin(); it != ranks.end(); ++it)
+      if (longest == ranks.end() || it->second.second - it->second.first > longest->second.second - longest->second.first)
+        longest = it;
+    if (longest == ranks.end() || longest->second.first >= longest->second.second) return;
+    path.segments.push_back(gap(longest->first, longest->second.first, longest->second.second));
+    path.start_ns = longest->second.first;
+    path.end_ns = longest->second.second;
+    return;
+  }
+  if (const auto f = ranks.find(path.segments.front().rank); f != ranks.end() && f->second.first < path.start_ns) {
+    path.segments.insert(path.segments.begin(), gap(f->first, f->second.first, path.start_ns));
+    path.start_ns = f->second.first;
+  }
+  if (const auto l = ranks.find(path.segments.back().rank); l != ranks.end() && path.end_ns < l->second.second) {
+    path.segments.push_back(gap(l->first, path.end_ns, l->second.second));
+    path.end_ns = l->second.second;
+  }
+}
+
 // The critical path of every measured step and the per-collective times (critical_path.h).
 // `grouped` (ops by (rank, step)) is moved into per-step lists as it is read: no second copy.
 // `timed` says which ops the per-collective times see (every op when it is empty): the comm ops
 // that are collectives, and the compute that hides them (a stream rank's streams only, as the
 // per-rank figures); the critical path walks every op.
-// `off_path` (name ids): spans the critical path does not walk (an imported trace's
+// `hides` says which ops' compute hides the collectives (every op when it is empty: the ops the
+// step figures see, a stream rank's streams, an engine GPU run's host threads), with `roles`
+// (analysis.h compute_intervals: a lane's comm ops and waits are no compute of that lane).
+// `roles.annotation_ids`: spans the critical path does not walk either (an imported trace's
 // record_function ranges, which enclose the ops that bounded the step: tester37 #16).
 // `partial_collectives`: a step without a window has its collectives in the per-collective times
 // (an engine run's step that did not end: where it hung); false for an imported trace, whose only
@@ -94,13 +70,16 @@ namespace {
 // path lies within its window and the steps' paths never overlap (crit42 / tester42 F1: in an
 // async GPU trace the kernels of step N run past its ProfilerStep span, and unclipped paths
 // summed to 946.88 ms over 6 steps of 744.6 ms). GPU work of step N that runs past N's window is
-// on no step's path, as it is in no step's figures. A step with no window (the partial step
+// on no step's path, as it is in no step's figures; untraced time at the start or the end of a
+// step's window is a gap on its path (cover_window), so a step's path is as long as its window.
+// A step with no window (the partial step
 // of a run that crashed or was killed in it) is walked unclipped into `critical_paths` (where
 // the run stopped: run_end.h), but its time is in the totals only when the session has no
 // measured step at all (then the table is "the ops recorded before the end"), as the step
 // statistics leave it out.
 void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>&& grouped,
-                           const std::function<bool(const OpRecord&)>& timed, const std::set<int32_t>& off_path,
+                           const std::function<bool(const OpRecord&)>& timed,
+                           const std::function<bool(const OpRecord&)>& hides, const OpRoles& roles,
                            const std::map<int64_t, std::map<int32_t, std::pair<int64_t, int64_t>>>& windows,
                            int64_t first_drain, bool partial_collectives,
                            const std::function<const std::string&(int32_t)>& name_of, RunStats& st) {
@@ -116,6 +95,7 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
   std::map<int32_t, CriticalPathEntry> entries;           // by name_id (-1: gaps)
   std::map<int32_t, std::map<int32_t, int64_t>> by_rank;  // name_id -> rank -> ns
   std::map<int32_t, CollectiveTimes> colls;
+  for (const auto& [step, per_rank] : windows) ops_of_step[step];  // a window without an op: one gap
   for (const auto& [step, ops] : ops_of_step) {
     const auto& step_colls = colls_of_step[step];
     const auto step_windows = windows.find(step);
@@ -123,8 +103,7 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
     std::vector<OpRecord> walked;
     walked.reserve(ops.size());
     for (const auto& o : ops) {
-      if (off_path.count(o.name_id) && o.category != OpCategory::comm) continue;  // a CPU trace's gloo:* spans
-                                                                                  // are its collectives
+      if (is_plain_annotation(o, roles.annotation_ids)) continue;  // (a CPU trace's gloo:* spans are its collectives)
       OpRecord w = o;
       if (!partial) {
         const auto rw = step_windows->second.find(o.rank);
@@ -139,6 +118,7 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
     }
     StepCriticalPath path = critical_path(walked, step_colls, step);
     walked = {};
+    if (!partial) cover_window(path, step_windows->second);
     // a partial step's path says where the run stopped; it is not in the measured steps' totals;
     // nor is a pipeline's drain step's (its path is kept, as its row: tester46 F21)
     const bool drain = !partial && step >= first_drain;
@@ -162,16 +142,27 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
       // a drain step's collectives are not in the per-collective times either; nor those of an
       // imported trace's step whose span the cut lost (import problem last_step_cut): they are
       // listed per measured step
-    } else if (timed) {
-      std::vector<OpRecord> kept;  // the step's ops the collective times see
-      kept.reserve(ops.size());
-      for (const auto& o : ops)
-        if (timed(o)) kept.push_back(o);
-      add_collective_times(kept, collective_instances(kept, step_colls), colls, step_colls);
-      move_split_checks(kept, step_colls, name_of, colls);  // tester51 F4: the checks on their own
     } else {
-      add_collective_times(ops, collective_instances(ops, step_colls), colls, step_colls);
-      move_split_checks(ops, step_colls, name_of, colls);
+      std::map<int32_t, std::vector<Interval>> compute;  // what hides the collectives, per rank
+      if (hides) {
+        std::vector<OpRecord> hiding;
+        for (const auto& o : ops)
+          if (hides(o)) hiding.push_back(o);
+        compute = compute_intervals(hiding, roles);
+      } else {
+        compute = compute_intervals(ops, roles);
+      }
+      if (timed) {
+        std::vector<OpRecord> kept;  // the step's ops the collective times see
+        kept.reserve(ops.size());
+        for (const auto& o : ops)
+          if (timed(o)) kept.push_back(o);
+        add_collective_times(kept, collective_instances(kept, step_colls), colls, step_colls, &compute);
+        move_split_checks(kept, step_colls, name_of, colls);  // tester51 F4: the checks on their own
+      } else {
+        add_collective_times(ops, collective_instances(ops, step_colls), colls, step_colls, &compute);
+        move_split_checks(ops, step_colls, name_of, colls);
+      }
     }
     st.critical_paths.push_back(std::move(path));
   }
@@ -186,6 +177,15 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
   std::stable_sort(st.collectives.begin(), st.collectives.end(), [](auto& a, auto& b) { return a.exposed_ns > b.exposed_ns; });
 }
 }  // namespace
+
+bool collective_bytes_unknown(const SessionReader& session) {
+  if (session.meta(meta::kImported, "0") != "1") return false;
+  for (const auto& p : session.import_stats())
+    if (p.name == "collective_args_not_captured") return true;
+  for (const auto& c : session.collectives())
+    if (c.bytes_sent > 0 || c.bytes_received > 0) return false;
+  return true;
+}
 
 double max_over_mean(const std::vector<double>& v) {
   if (v.empty()) return 1.0;
@@ -202,6 +202,39 @@ std::string overlap_definition(const RunStats& st) {
 }
 
 namespace {
+// The ops of `grouped` ((rank, step) -> ops, measured steps) that run into a window
+// (windows: step -> rank -> [start, end)) of their rank other than their own step's, keyed by
+// that window's (rank, step). O(n log w).
+std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>> ops_in_other_windows(
+    const std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>>& grouped,
+    const std::map<int64_t, std::map<int32_t, std::pair<int64_t, int64_t>>>& windows) {
+  struct Window {
+    int64_t start, end, step;
+  };
+  std::map<int32_t, std::vector<Window>> of_rank;  // by start
+  for (const auto& [step, per_rank] : windows)
+    for (const auto& [r, w] : per_rank) of_rank[r].push_back({w.first, w.second, step});
+  for (auto& [r, v] : of_rank) std::sort(v.begin(), v.end(), [](const Window& a, const Window& b) { return a.start < b.start; });
+  std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>> out;
+  for (const auto& [key, ops] : grouped) {
+    const auto rw = of_rank.find(key.first);
+    if (rw == of_rank.end()) continue;
+    const std::vector<Window>& ws = rw->second;
+    const std::pair<int64_t, int64_t>* own_w = nullptr;  // the op's own step's window
+    if (const auto own = windows.find(key.second); own != windows.end())
+      if (const auto it = own->second.find(key.first); it != own->second.end()) own_w = &it->second;
+    for (const auto& o : ops) {
+      if (o.end_ns <= o.start_ns || (own_w && o.start_ns >= own_w->first && o.end_ns <= own_w->second)) continue;
+      // the windows that start before the op ends, from the last one starting at or before its start
+      auto it = std::upper_bound(ws.begin(), ws.end(), o.start_ns, [](int64_t t, const Window& w) { return t < w.start; });
+      if (it != ws.begin()) --it;
+      for (; it != ws.end() && it->start < o.end_ns; ++it)
+        if (it->step != o.step && it->end > o.start_ns) out[{key.first, it->step}].push_back(o);
+    }
+  }
+  return out;
+}
+
 // What analyze reads of the step rows: RunStats' step-time figures (see analyze_step_times) and
 // the step windows (step -> rank -> [start, end)) the per-step figures are clipped to.
 struct AnalysisStepPart {
@@ -288,7 +321,7 @@ RunStats analyze(const SessionReader& session) {
   const int world = part.world;
   std::map<int32_t, RankStats> ranks;
   for (int r = 0; r < world; ++r) ranks[r].rank = r;
-  const auto& windows = part.windows;
+  auto& windows = part.windows;
   const std::vector<StepMetric>& step_rows = part.step_rows;
   const int64_t first_drain = part.first_drain;
 
@@ -318,14 +351,26 @@ RunStats analyze(const SessionReader& session) {
   }
   st.stream_ranks = !stream_ranks.empty() && !st.simulated;
   std::set<int32_t> gpu_comm_ranks;
+  // An imported trace without profiler steps: the whole trace is one window per rank, its
+  // first op's start to its last op's end, held as step 0 (RunStats::whole_trace)
+  st.whole_trace = imported && windows.empty();
+  std::map<int32_t, std::pair<int64_t, int64_t>> spans;  // whole_trace: each rank's first and last op
   for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {
     if (annotation_lanes.count({lane.front().rank, lane.front().lane})) return;
     const bool stream = stream_lanes.count({lane.front().rank, lane.front().lane}) > 0;
-    for (const auto& o : lane) {
+    for (auto& o : lane) {
+      if (st.whole_trace) {
+        o.step = 0;
+        if (o.end_ns > o.start_ns) {
+          auto [it, fresh] = spans.try_emplace(o.rank, o.start_ns, o.end_ns);
+          it->second = {std::min(it->second.first, o.start_ns), std::max(it->second.second, o.end_ns)};
+        }
+      }
       if (o.step >= 0) grouped[{o.rank, o.step}].push_back(o);
       if (stream && o.category == OpCategory::comm && o.end_ns > o.start_ns) gpu_comm_ranks.insert(o.rank);
     }
   });
+  for (const auto& [r, span] : spans) windows[0][r] = span;
   // An imported rank without communication kernels (a CPU trace: Gloo) has its collectives in
   // its record_param_comms spans (the importer's records); the gloo:* / c10d::* calls inside
   // them are the same collective, not another (tester34 D3, D20).
@@ -340,24 +385,46 @@ RunStats analyze(const SessionReader& session) {
           param_ranks.insert(o.rank);
           break;
         }
+  // A rank without record_param_comms whose collectives the importer recorded from its calls
+  // (a legacy torch Gloo trace: one record per gloo:* call, the call carrying the record's
+  // sequence) has as collectives those calls only: the c10d::* calls that issued them on the
+  // calling thread (correlation 0) are the same collective, not another row (filled below, from
+  // the collective records, before is_collective is called).
+  std::set<int32_t> record_ranks;
   std::function<bool(const OpRecord&)> is_collective;
   if (imported)
     is_collective = [&](const OpRecord& o) {
       if (o.start_ns == o.end_ns && did_not_end(o.start_ns, o.end_ns, session.name(o.name_id))) return false;  // no time
       if (gpu_comm_ranks.count(o.rank)) return stream_lanes.count({o.rank, o.lane}) > 0;
-      return !param_ranks.count(o.rank) || o.name_id == param_id;
+      if (param_ranks.count(o.rank)) return o.name_id == param_id;
+      return !record_ranks.count(o.rank) || o.correlation != 0;
     };
   // An imported trace's Work::wait spans (model/wait_span.h): idle time, not communication; out
   // of the step figures and the per-collective times (HTA counts only the collectives' kernels),
   // whatever lane they are on. The critical path still walks them.
   const auto wait_name = imported ? std::find(names.begin(), names.end(), kImportedWaitSpanName) : names.end();
   const int32_t wait_id = wait_name == names.end() ? -1 : static_cast<int32_t>(wait_name - names.begin());
+  // The step figures' roles of an imported trace's ops (analysis.h OpRoles): its waits, and its
+  // record_function ranges (neither compute nor comm: a thread waiting out a collective inside
+  // one is not computing; they stay off the critical path too)
+  OpRoles roles;
+  roles.wait_id = wait_id;
+  if (imported) {
+    const auto j = nlohmann::json::parse(session.meta(meta::kImportAnnotationNames, "[]"), nullptr, false);
+    if (j.is_array()) {
+      std::set<std::string> wanted;
+      for (const auto& n : j)
+        if (n.is_string()) wanted.insert(n.get<std::string>());
+      for (size_t i = 0; i < names.size(); ++i)
+        if (wanted.count(names[i])) roles.annotation_ids.insert(static_cast<int32_t>(i));
+    }
+  }
   std::vector<OpRecord> on_streams;  // a stream rank's ops of one step on its streams
   auto times_ops = [&](int32_t r, const std::vector<OpRecord>& ops) -> const std::vector<OpRecord>& {
-    if (!stream_ranks.count(r) && wait_id < 0) return ops;
+    if (!stream_ranks.count(r)) return ops;
     on_streams.clear();
     for (const auto& o : ops)
-      if ((!stream_ranks.count(r) || stream_lanes.count({o.rank, o.lane})) && o.name_id != wait_id) on_streams.push_back(o);
+      if (stream_lanes.count({o.rank, o.lane})) on_streams.push_back(o);
     return on_streams;
   };
   // an engine run's GPU rank (a cuda run): its host threads' figures too (an import's host spans
@@ -369,10 +436,24 @@ RunStats analyze(const SessionReader& session) {
       if (!stream_lanes.count({o.rank, o.lane})) on_host.push_back(o);
     return on_host;
   };
+  // An op of a measured step that runs on into another measured step's window of its rank (a
+  // Gloo worker thread's all-reduce of step 1 still running when step 2 began) counts in each
+  // window for the time it ran there: clipped to its own step's window only, its part in the next
+  // one read as idle there. (A pipeline's warm-up ops, step -1, stay out of the measured steps.)
+  const std::map<std::pair<int32_t, int64_t>, std::vector<OpRecord>> spilled = ops_in_other_windows(grouped, windows);
+  std::vector<OpRecord> with_spilled;
+  auto window_ops = [&](int32_t r, int64_t step) -> const std::vector<OpRecord>& {
+    const std::vector<OpRecord>& own = grouped[{r, step}];
+    const auto it = spilled.find({r, step});
+    if (it == spilled.end()) return own;
+    with_spilled = own;
+    with_spilled.insert(with_spilled.end(), it->second.begin(), it->second.end());
+    return with_spilled;
+  };
   int64_t overlap_total = 0, comm_total = 0;
   for (const auto& [step, per_rank] : windows)
     for (const auto& [r, w] : per_rank) {
-      RankStepTimes t = rank_step_times(times_ops(r, grouped[{r, step}]), w.first, w.second);
+      RankStepTimes t = rank_step_times(times_ops(r, window_ops(r, step)), w.first, w.second, roles);
       t.step = step;
       t.rank = r;
       t.drain = st.drain_steps > 0 && step >= first_drain;
@@ -423,8 +504,11 @@ RunStats analyze(const SessionReader& session) {
       common_load[c.rank].second += static_cast<double>(c.lookup_ns);
     }
   }
-  const std::vector<CollectiveRecord> collectives = session.collectives();
+  std::vector<CollectiveRecord> collectives = session.collectives();
+  if (st.whole_trace)
+    for (auto& c : collectives) c.step = 0;
   for (const auto& c : collectives) {
+    record_ranks.insert(c.rank);
     if (c.step < 0 || c.step > last_step || c.step >= first_drain) continue;
     ranks[c.rank].bytes_sent += c.bytes_sent;
     ranks[c.rank].bytes_received += c.bytes_received;
@@ -456,19 +540,19 @@ RunStats analyze(const SessionReader& session) {
       if (o.category == OpCategory::comm) return !is_collective || is_collective(o);
       return !stream_ranks.count(o.rank) || stream_lanes.count({o.rank, o.lane}) > 0;
     };
-  std::set<int32_t> annotation_ids;  // an imported trace's record_function ranges
-  if (imported) {
-    const auto j = nlohmann::json::parse(session.meta(meta::kImportAnnotationNames, "[]"), nullptr, false);
-    if (j.is_array()) {
-      std::set<std::string> wanted;
-      for (const auto& n : j)
-        if (n.is_string()) wanted.insert(n.get<std::string>());
-      const auto& all_names = session.strings();
-      for (size_t i = 0; i < all_names.size(); ++i)
-        if (wanted.count(all_names[i])) annotation_ids.insert(static_cast<int32_t>(i));
-    }
+  // what hides the collectives: the compute the per-rank figures count (a stream rank's streams),
+  // an engine GPU run's host threads (its collectives are its host spans)
+  std::function<bool(const OpRecord&)> hides;
+  if (!imported && !st.simulated && !stream_ranks.empty())
+    hides = [&](const OpRecord& o) { return stream_lanes.count({o.rank, o.lane}) == 0; };
+  else if (!stream_ranks.empty())
+    hides = [&](const OpRecord& o) { return !stream_ranks.count(o.rank) || stream_lanes.count({o.rank, o.lane}) > 0; };
+  if (st.whole_trace) {  // what took the time, by op name (no step to divide it by)
+    std::vector<OpRecord> all;
+    for (const auto& [key, ops] : grouped) all.insert(all.end(), ops.begin(), ops.end());
+    st.top_ops = op_self_times(all, roles);
   }
-  critical_path_summary(collectives, std::move(grouped), timed, annotation_ids, windows, first_drain, !imported,
+  critical_path_summary(collectives, std::move(grouped), timed, hides, roles, windows, first_drain, !imported,
                         [&](int32_t id) -> const std::string& { return session.name(id); }, st);
   // An imported trace's world size is what the trace says; a rank with no trace in the
   // session (no lane) has no figures, and is listed as untraced rather than shown as zeros.

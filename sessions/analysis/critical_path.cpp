@@ -9,9 +9,6 @@
 
 namespace embedscope::sessions {
 
-namespace {
-bool is_compute(OpCategory c) { return c != OpCategory::comm && c != OpCategory::memcpy; }
-
 /// The ops of `ops` with each lane's nested spans replaced by the pieces of time in which each is
 /// the innermost one running (its exclusive time; of ops open at a moment, the one that started
 /// last, the shorter on a tie), adjacent pieces of one op joined. A span that encloses others on
@@ -77,7 +74,6 @@ std::vector<OpRecord> innermost_pieces(const std::vector<OpRecord>& ops) {
   }
   return out;
 }
-}  // namespace
 
 std::map<CollectiveKey, std::vector<size_t>> collective_instances(const std::vector<OpRecord>& ops,
                                                                   const std::vector<CollectiveRecord>& collectives) {
@@ -205,7 +201,8 @@ StepCriticalPath critical_path(const std::vector<OpRecord>& all_ops, const std::
 }
 
 void add_collective_times(const std::vector<OpRecord>& ops, const std::map<CollectiveKey, std::vector<size_t>>& instances,
-                          std::map<int32_t, CollectiveTimes>& out, const std::vector<CollectiveRecord>& collectives) {
+                          std::map<int32_t, CollectiveTimes>& out, const std::vector<CollectiveRecord>& collectives,
+                          const std::map<int32_t, std::vector<Interval>>* given_compute) {
   std::map<int32_t, std::vector<const CollectiveRecord*>> records_of_rank;
   for (const auto& c : collectives) records_of_rank[c.rank].push_back(&c);
   // the op's record: same rank and sequence inside the op (an engine run's op), else one holding
@@ -219,10 +216,10 @@ void add_collective_times(const std::vector<OpRecord>& ops, const std::map<Colle
       if (c->start_ns <= o.start_ns && o.end_ns <= c->end_ns) return c;
     return nullptr;
   };
-  std::map<int32_t, std::vector<Interval>> compute;
-  for (const auto& o : ops)
-    if (is_compute(o.category)) compute[o.rank].push_back({o.start_ns, o.end_ns});
-  for (auto& [rank, v] : compute) v = merge_intervals(std::move(v));
+  std::map<int32_t, std::vector<Interval>> own_compute;
+  if (!given_compute) own_compute = compute_intervals(ops);
+  const auto& compute = given_compute ? *given_compute : own_compute;
+  static const std::vector<Interval> kNone;
   for (const auto& o : ops) {
     if (o.category != OpCategory::comm) continue;
     CollectiveTimes& t = out[o.name_id];
@@ -242,7 +239,8 @@ void add_collective_times(const std::vector<OpRecord>& ops, const std::map<Colle
     t.bytes_received += o.bytes - sent;
     const int64_t dur = std::max<int64_t>(0, o.end_ns - o.start_ns);
     t.time_ns += dur;
-    const auto& mine = compute[o.rank];
+    const auto it = compute.find(o.rank);
+    const auto& mine = it == compute.end() ? kNone : it->second;
     t.exposed_ns += dur - covered_ns(intersect(mine, merge_intervals({{o.start_ns, o.end_ns}})));
   }
   for (const auto& [key, members] : instances) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,8 +109,10 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
                                       ec ? ec.message() : std::string("a temporary folder of that name exists")));
   });
   fmt::print(stderr, "export: writing {} ({})\n", out, format);
-  const std::vector<std::string> written = format == "kineto" ? ss::export_kineto_traces(session, tmp)
-                                                              : ss::export_csv(session, ss::analyze(session), tmp);
+  std::optional<ss::RunStats> stats;  // csv: the figures its tables hold
+  if (format != "kineto") stats = ss::analyze(session);
+  const std::vector<std::string> written =
+      format == "kineto" ? ss::export_kineto_traces(session, tmp) : ss::export_csv(session, *stats, tmp);
   std::vector<std::string> placed;
   cancel.commit([&] {
     std::filesystem::create_directories(out, ec);
@@ -126,6 +129,14 @@ int cmd_export(const std::string& file, const std::string& format, const std::st
     }
   });
   for (const auto& p : placed) fmt::print(stderr, "wrote {}\n", p);
+  if (stats && !stats->collectives.empty() && session.collectives().empty())
+    // a trace whose collectives carry no arguments (a Gloo trace's gloo:* / c10d::* calls): no
+    // record to list, but `stats` lists them from their ops
+    fmt::print(stderr,
+               "note: collectives.csv holds no row: the session has no collective records (the trace records no "
+               "collective's arguments: group, sequence, sizes); the {} collective{} `stats` lists are in "
+               "collective_times.csv\n",
+               stats->collectives.size(), stats->collectives.size() == 1 ? "" : "s");
   if (format == "kineto") {
     if (session.meta("simulated", "0") == "1")
       fmt::print(stderr, "note: a SIMULATED session (cost model times); the traces say so in their metadata\n");

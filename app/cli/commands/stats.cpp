@@ -40,6 +40,7 @@
 #include "output/flight_recorder_text.h"
 #include "output/gpu_kernels_text.h"
 #include "output/memory_text.h"
+#include "output/step_notes_text.h"
 #include "output/output.h"
 #include "output/rebalance_text.h"
 
@@ -144,23 +145,6 @@ std::string stats_import_sources_text(const std::string& stored) {
                               parts.empty() ? std::string() : fmt::format(" ({})", fmt::join(parts, "; "))));
   }
   return out.empty() ? std::string("no source files recorded") : fmt::format("{}", fmt::join(out, ", "));
-}
-
-// A measured step far slower than the others (tester38 #12: a one-process cuda run of tiny,
-// warm-up 0, had a 104 ms first step - cuBLAS's first use - against a 4 ms median, and its p99
-// said so without a word): the slowest step when it took over 5x the median, and warmup_steps.
-std::string cold_step_text(const ss::SessionReader& session, const ss::RunStats& st) {
-  if (st.steps < 3 || st.step_time_ns.p50 <= 0 || st.step_time_ns.max <= 5 * st.step_time_ns.p50) return "";
-  std::map<int64_t, int64_t> longest;  // step -> its slowest rank's time
-  for (const auto& s : session.steps())
-    if (s.step >= 0) longest[s.step] = std::max(longest[s.step], s.end_ns - s.start_ns);
-  int64_t step = -1, t = 0;
-  for (const auto& [k, v] : longest)
-    if (v > t) step = k, t = v;
-  return fmt::format("             step {} took {}, {:.1f}x the median{}; warmup_steps is {}: steps before the "
-                     "measured ones keep first-use costs (CUDA modules, cuBLAS handles, allocator growth) out\n",
-                     step, ms(t), static_cast<double>(t) / static_cast<double>(st.step_time_ns.p50),
-                     step == 0 ? " (the first measured step: a cold start)" : "", session.meta("warmup_steps", "?"));
 }
 
 // t[key] formatted with `f`, or "-" where it is null or absent (a simulated session's error,
@@ -272,12 +256,18 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              ? std::vector<ss::RankKernelFigures>{}
                              : ss::gpu_kernel_figures(session, {keep_last_step, true});
   // a trace whose collectives carry no arguments (Kineto without record_param_comms args, every
-  // Nsight export): 0 bytes there is unknown, not "moved nothing" (tester37 #13)
-  const bool bytes_unknown = imported && std::any_of(problems.begin(), problems.end(), [](const auto& p) {
-                               return p.name == "collective_args_not_captured";
-                             });
+  // Nsight export) or no bytes at all (a Gloo trace's gloo:* calls): 0 bytes there is unknown, not
+  // "moved nothing" (tester37 #13)
+  const bool bytes_unknown = ss::collective_bytes_unknown(session);
   const auto bytes_or_null = [&](int64_t b) { return bytes_unknown && b == 0 ? json() : json(b); };
+  // no rank communicated: overlap is n/a (text) / null (JSON), not 0 %
+  const bool any_comm = std::any_of(st.ranks.begin(), st.ranks.end(), [](const auto& r) { return r.comm_ns > 0; });
   const auto bytes_text = [&](int64_t b) { return bytes_unknown && b == 0 ? std::string("unknown") : es::format_bytes(b); };
+  // a rank's: unknown only where it communicated (a rank with no comm op moved 0 B)
+  const auto rank_bytes_or_null = [&](const ss::RankStats& r, int64_t b) { return r.comm_ns > 0 ? bytes_or_null(b) : json(b); };
+  const auto rank_bytes_text = [&](const ss::RankStats& r, int64_t b) {
+    return r.comm_ns > 0 ? bytes_text(b) : es::format_bytes(b);
+  };
   const auto unfinished = imported ? ss::did_not_end_ops(session) : std::vector<ss::DidNotEndOp>{};
   // the allocator history (imported memory snapshots, or a run that ended before its first step)
   const bool memory_only = st.steps == 0 && !session.memory_events().empty();
@@ -300,11 +290,14 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
            {"samples_per_step", st.samples_per_step},
            {"step_time_ns", {{"mean", st.step_time_ns.mean}, {"p50", st.step_time_ns.p50}, {"p99", st.step_time_ns.p99},
                              {"min", st.step_time_ns.min}, {"max", st.step_time_ns.max}}},
-           {"samples_per_s", st.samples_per_s},
+           // null when unknown: no samples per step (an imported trace) or no measured step
+           {"samples_per_s", st.samples_per_step > 0 && st.steps > 0 ? json(st.samples_per_s) : json()},
            {"drain_steps", st.drain_steps},
-           {"overlap_pct", st.overlap_pct},
+           // null with no communication (n/a, not 0 %)
+           {"overlap_pct", any_comm ? json(st.overlap_pct) : json()},
            {"exposed_comm_ns", st.exposed_comm_ns},
-           {"imbalance", {{"lookups_max_over_mean", st.lookups_max_over_mean},
+           // null without load counters (an imported trace): not measured, not balanced
+           {"imbalance", {{"lookups_max_over_mean", st.has_load ? json(st.lookups_max_over_mean) : json()},
                           {"lookup_time_max_over_mean", st.lookup_time_max_over_mean ? json(*st.lookup_time_max_over_mean)
                                                                                      : json(nullptr)}}},
            {"loss", st.loss},
@@ -337,9 +330,18 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     if (st.steps == 0) {  // no measured step: no figure, not zeros (tester38 #17: a crashed run's 0 ns, 1.00 imbalance)
       j["step_time_ns"] = nullptr;
       j["samples_per_s"] = nullptr;
-      j["overlap_pct"] = nullptr;
-      j["exposed_comm_ns"] = nullptr;
+      if (!st.whole_trace) {  // a no-step trace's are over the whole trace
+        j["overlap_pct"] = nullptr;
+        j["exposed_comm_ns"] = nullptr;
+      }
       j["imbalance"] = nullptr;
+    }
+    j["whole_trace"] = st.whole_trace;
+    if (st.whole_trace) {
+      j["top_ops"] = json::array();
+      for (const auto& o : st.top_ops)
+        j["top_ops"].push_back({{"name", session.name(o.name_id)}, {"category", ss::to_string(o.category)},
+                                {"self_ns", o.self_ns}, {"count", o.count}});
     }
     for (const auto& e : ss::rebalance_effects(session)) {
       const auto& r = e.rebalance;
@@ -366,9 +368,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
         cats[ss::to_string(static_cast<ss::OpCategory>(c))] = r.by_category_ns[static_cast<size_t>(c)];
       j["ranks"].push_back({{"rank", r.rank}, {"compute_ns", r.compute_ns}, {"comm_ns", r.comm_ns},
                             {"overlap_ns", r.overlap_ns}, {"exposed_comm_ns", r.exposed_comm_ns}, {"idle_ns", r.idle_ns},
-                            {"overlap_pct", r.overlap_pct}, {"ids_looked_up", r.ids_looked_up},
-                            {"lookup_ns", r.lookup_ns}, {"bytes_sent", bytes_or_null(r.bytes_sent)},
-                            {"bytes_received", bytes_or_null(r.bytes_received)}, {"by_category_ns", cats},
+                            {"overlap_pct", r.comm_ns > 0 ? json(r.overlap_pct) : json()}, {"ids_looked_up", r.ids_looked_up},
+                            {"lookup_ns", r.lookup_ns}, {"bytes_sent", rank_bytes_or_null(r, r.bytes_sent)},
+                            {"bytes_received", rank_bytes_or_null(r, r.bytes_received)}, {"by_category_ns", cats},
                             {"peak_allocated_bytes", st.has_memory ? json(r.peak_allocated_bytes) : json()},
                             {"peak_reserved_bytes", st.has_memory ? json(r.peak_reserved_bytes) : json()},
                             {"fragmentation", st.has_memory ? json(r.fragmentation) : json()},
@@ -561,26 +563,37 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                100 * c.external_fragmentation);
     return 0;
   }
-  if (st.steps == 0) {
+  if (st.steps == 0 && !st.whole_trace) {
     std::cout << (imported ? "no profiler steps in the trace (no ProfilerStep#N spans): no step times, thread-level "
                              "overlap or critical path\n"
                            : "no measured steps: nothing to analyse (" + ss::ended_text(st) + ")\n");
     if (!kernel_text.empty()) std::cout << "\n" << kernel_text;
     return 0;
   }
-  std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
-                           ms(st.step_time_ns.p99));
-  std::cout << ss::drain_steps_text(st.pipeline, st.steps, st.drain_steps, st.all_drain);
-  std::cout << cold_step_text(session, st);
+  if (st.whole_trace) {
+    std::cout << whole_trace_text(st);
+  } else {
+    std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
+                             ms(st.step_time_ns.p99));
+    std::cout << ss::drain_steps_text(st.pipeline, st.steps, st.drain_steps, st.all_drain);
+    std::cout << cold_step_text(session, st);
+  }
+  // a whole trace is one "step" of the figures below
+  const int64_t counted = st.whole_trace ? 1 : st.counted_steps();
   if (!imported)
     std::cout << fmt::format("throughput   {} {}/s\n",
                              ss::format_rate(st.step_time_ns.mean > 0 ? static_cast<double>(per_step.first) /
                                                                             (st.step_time_ns.mean * 1e-9)
                                                                       : 0.0),
                              per_step.second);
-  std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed ({}); exposed "
-                           "communication {} per rank ({} per step)\n",
-                           st.overlap_pct, ss::overlap_definition(st), ms(st.exposed_comm_ns), ms(st.exposed_comm_ns / st.counted_steps()));
+  if (!any_comm)
+    std::cout << fmt::format("overlap      n/a (no communication; {})\n", ss::overlap_definition(st));
+  else
+    std::cout << fmt::format("overlap      {:.1f}% of communication ran while the rank computed ({}); exposed "
+                             "communication {} per rank{}\n",
+                             st.overlap_pct, ss::overlap_definition(st), ms(st.exposed_comm_ns),
+                             st.whole_trace ? std::string(" (the whole trace)")
+                                            : fmt::format(" ({} per step)", ms(st.exposed_comm_ns / counted)));
   std::cout << ss::gpu_run_text(session, st);
   if (imported)  // a trace has kernels and collectives, not the ids each rank looked up
     std::cout << "imbalance    none: a trace has no ids looked up (no load counters)\n\n";
@@ -593,9 +606,10 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", "rank", "compute", "comm",
                            "exposed comm", "idle", "overlap", "ids looked up", "bytes sent", "bytes received");
   for (const auto& r : st.ranks)
-    std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>8.1f}% {:>14} {:>12} {:>14}\n", r.rank,
-                             ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns), r.overlap_pct,
-                             r.ids_looked_up, bytes_text(r.bytes_sent), bytes_text(r.bytes_received));
+    std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", r.rank,
+                             ms(r.compute_ns), ms(r.comm_ns), ms(r.exposed_comm_ns), ms(r.idle_ns),
+                             r.comm_ns > 0 ? fmt::format("{:.1f}%", r.overlap_pct) : std::string("n/a"),
+                             r.ids_looked_up, rank_bytes_text(r, r.bytes_sent), rank_bytes_text(r, r.bytes_received));
   if (st.drain_steps > 0)  // tester48 F4: the same steps for the counts as for the times
     std::cout << fmt::format("(the {} counted steps: the drain steps' lookups and bytes are left out as their times are)\n",
                              st.counted_steps());
@@ -628,13 +642,16 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   // a GPU run's categories are its streams' (the host threads' spans are in `host` above and the
   // critical path below; tester40 #4: the dense part's host time fell 6x while this rose)
   // summed over ranks and steps, and per rank and step (tester41 #10: the sums read as a step time)
-  const int64_t counted = st.counted_steps();
   const int64_t rank_steps = std::max<int64_t>(1, counted * static_cast<int64_t>(st.ranks.size()));
-  std::cout << fmt::format("\ntime by op category (union per category on each rank{}): summed over {} rank{} x {} "
-                           "{}step{}, and per rank and step\n",
-                           st.stream_ranks && !imported ? ", GPU streams" : "", st.ranks.size(),
-                           st.ranks.size() == 1 ? "" : "s", counted, st.drain_steps > 0 ? "counted " : "measured ",
-                           counted == 1 ? "" : "s");
+  std::cout << (st.whole_trace
+                    ? fmt::format("\ntime by op category (union per category on each rank): summed over {} rank{} "
+                                  "over the whole trace, and per rank\n",
+                                  st.ranks.size(), st.ranks.size() == 1 ? "" : "s")
+                    : fmt::format("\ntime by op category (union per category on each rank{}): summed over {} rank{} x {} "
+                                  "{}step{}, and per rank and step\n",
+                                  st.stream_ranks && !imported ? ", GPU streams" : "", st.ranks.size(),
+                                  st.ranks.size() == 1 ? "" : "s", counted, st.drain_steps > 0 ? "counted " : "measured ",
+                                  counted == 1 ? "" : "s"));
   for (int c = 0; c < ss::kNumCategories; ++c) {
     int64_t total = 0;
     for (const auto& r : st.ranks) total += r.by_category_ns[static_cast<size_t>(c)];
@@ -642,8 +659,11 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       std::cout << fmt::format("  {:<10} {:>12} {:>12}\n", ss::to_string(static_cast<ss::OpCategory>(c)), ms(total),
                                ss::format_duration(total / rank_steps));
   }
-  std::cout << fmt::format("\ncritical path: what bounded the steps (dependencies inferred), {} over {} step{}\n",
-                           ms(st.critical_path_ns), counted, counted == 1 ? "" : "s");
+  if (st.whole_trace) std::cout << top_ops_text(session, st);  // what took the time, by op name
+  std::cout << (st.whole_trace ? fmt::format("\ncritical path: what bounded the whole trace (dependencies inferred), {}\n",
+                                             ms(st.critical_path_ns))
+                               : fmt::format("\ncritical path: what bounded the steps (dependencies inferred), {} over {} step{}\n",
+                                             ms(st.critical_path_ns), counted, counted == 1 ? "" : "s"));
   // the name columns as wide as their longest name (28 at least): grad_dist/low_rank_b_all_reduce
   // and the like must not push their row's figures out of line; an imported kernel's C++ name
   // (1,646 characters in trace_diff_test: tester34 D20) is cut in its middle at kMaxName, whole
@@ -683,7 +703,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     std::cout << (st.stream_ranks && !imported
                       ? "\ncollectives, per step (summed over ranks; the host threads' spans: the GPU copies and "
                         "kernels that carried them are in the GPU figures)\n"
-                      : "\ncollectives, per step (summed over ranks)\n");
+                      : st.whole_trace ? "\ncollectives, over the whole trace (summed over ranks)\n"
+                                       : "\ncollectives, per step (summed over ranks)\n");
     // tester49 F7: what the ranks sent (the rank table's "bytes sent"), the received apart; not their sum
     std::cout << "  (bytes sent: what the ranks put on the wire to their peers, as the rank table's; a ring "
                  "all-reduce of B bytes on n ranks sends 2(n-1)/n x B per rank, B itself at n = 2)\n";

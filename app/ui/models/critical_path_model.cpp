@@ -54,17 +54,10 @@ QVariant CriticalPathModel::headerData(int section, Qt::Orientation orientation,
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
 }
 
-bool collective_bytes_unknown(const sessions::SessionReader& session) {
-  if (session.meta("imported", "0") != "1") return false;
-  for (const auto& p : session.import_stats())
-    if (p.name == "collective_args_not_captured") return true;
-  return false;
-}
-
 CollectiveTimesModel::CollectiveTimesModel(const sessions::RunStats& stats, const sessions::SessionReader& session,
                                            QObject* parent)
     : QAbstractTableModel(parent), steps_(std::max<int64_t>(1, stats.counted_steps())),
-      bytes_unknown_(collective_bytes_unknown(session)) {
+      bytes_unknown_(sessions::collective_bytes_unknown(session)) {
   std::vector<std::string> whole;
   for (const auto& c : stats.collectives) {
     whole.push_back(session.name(c.name_id));

@@ -31,11 +31,6 @@ class CriticalPathModel : public QAbstractTableModel {
   QStringList names_, short_names_;  // whole (tooltips) and distinct_short_kernel_names (shown)
 };
 
-/// True for an imported session whose collectives carry no arguments (import problem
-/// collective_args_not_captured: a Kineto trace without record_param_comms args, an Nsight
-/// export): its 0 bytes are unknown, shown as "unknown" rather than "0 B" (tester37 #13).
-bool collective_bytes_unknown(const sessions::SessionReader& session);
-
 /// One row per collective name, most exposed first, per measured step and summed over ranks:
 /// name, ops, bytes, time, exposed time (no compute under it on its rank), time waiting for the
 /// last member to join. Names show as distinct_short_kernel_names, whole in the ToolTipRole.
@@ -65,7 +60,7 @@ class CollectiveTimesModel : public QAbstractTableModel {
   std::vector<Row> rows_;
   QStringList names_, short_names_;  // whole (tooltips) and distinct_short_kernel_names (shown)
   int64_t steps_ = 1;
-  bool bytes_unknown_ = false;  ///< collective_bytes_unknown: 0 B reads "unknown"
+  bool bytes_unknown_ = false;  ///< sessions::collective_bytes_unknown: 0 B reads "unknown"
 };
 
 }  // namespace embedscope::ui

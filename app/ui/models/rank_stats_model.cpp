@@ -24,20 +24,23 @@ QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
   const QVariant none = role == Qt::UserRole ? QVariant() : QVariant(QString("-"));
   const bool memory_column = index.column() == PeakAllocated || index.column() == PeakReserved ||
                              index.column() == Fragmentation;
-  if (memory_column ? !stats_.has_memory : index.column() != Rank && stats_.steps <= 0) return none;
+  // (a trace without profiler steps has its figures over the whole trace: RunStats::whole_trace)
+  if (memory_column ? !stats_.has_memory : index.column() != Rank && stats_.steps <= 0 && !stats_.whole_trace) return none;
   switch (index.column()) {
     case Rank: return r.rank;
     case Compute: return dur(r.compute_ns);
     case Comm: return dur(r.comm_ns);
     case ExposedComm: return dur(r.exposed_comm_ns);
     case Idle: return dur(r.idle_ns);
-    case Overlap: return pct(r.overlap_pct);
+    case Overlap:  // n/a without communication, as `stats` says it
+      if (r.comm_ns == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("n/a"));
+      return pct(r.overlap_pct);
     case IdsLookedUp: return QVariant::fromValue<qlonglong>(r.ids_looked_up);
     case BytesSent:
-      if (bytes_unknown_ && r.bytes_sent == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
+      if (bytes_unknown_ && r.comm_ns > 0 && r.bytes_sent == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
       return bytes(r.bytes_sent);
     case BytesReceived:
-      if (bytes_unknown_ && r.bytes_received == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
+      if (bytes_unknown_ && r.comm_ns > 0 && r.bytes_received == 0) return role == Qt::UserRole ? QVariant() : QVariant(QString("unknown"));
       return bytes(r.bytes_received);
     case PeakAllocated: return bytes(r.peak_allocated_bytes);
     case PeakReserved: return bytes(r.peak_reserved_bytes);

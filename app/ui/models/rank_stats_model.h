@@ -28,8 +28,9 @@ class RankStatsModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
   const sessions::RunStats& stats() const { return stats_; }
-  /// Bytes sent / received of 0 read "unknown" (collective_bytes_unknown: the trace's
-  /// collectives carry no arguments; tester37 #13).
+  /// Bytes sent / received of 0 of a rank that communicated (comm_ns > 0) read "unknown"
+  /// (collective_bytes_unknown: the trace's collectives carry no arguments; tester37 #13); a rank
+  /// without communication moved 0 B.
   void set_bytes_unknown(bool unknown) { bytes_unknown_ = unknown; }
   /// The fragmentation column's header, saying when the figure was taken (a memory snapshot's
   /// Summary: "fragmentation at peak allocated", the Memory page's figure; tester37 #14). Empty:

@@ -266,7 +266,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   auto* page = new QWidget(parent);
   auto* layout = new QVBoxLayout(page);
   auto* model = new RankStatsModel(std::move(figures.stats), page);
-  model->set_bytes_unknown(collective_bytes_unknown(s));
+  model->set_bytes_unknown(sessions::collective_bytes_unknown(s));
   model->set_fragmentation_label(figures.fragmentation_label);
   const auto& st = model->stats();
   const QString origin = import_origin(s);
@@ -310,6 +310,15 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                   .arg(QString::fromStdString(sessions::format_bytes(o.requested > 0 ? o.requested : o.size)))
                   .arg(o.stream)
                   .arg(QString::fromStdString(format_duration(o.time_ns)));
+  } else if (st.whole_trace) {  // `stats`' figures over the whole trace
+    const bool comm = std::any_of(st.ranks.begin(), st.ranks.end(), [](const auto& r) { return r.comm_ns > 0; });
+    text += QString("no profiler steps: figures over the whole trace (each rank's first op to its last; no step times "
+                    "or throughput)<br>%1")
+                .arg(comm ? QString("overlap %1 % (%2); exposed communication %3 per rank")
+                                .arg(st.overlap_pct, 0, 'f', 1)
+                                .arg(QString::fromStdString(sessions::overlap_definition(st)).toHtmlEscaped())
+                                .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
+                          : QString("overlap n/a (no communication)"));
   } else if (st.steps == 0 && !origin.isEmpty()) {
     text += "no profiler steps in the trace (no ProfilerStep#N spans): no step times, thread-level overlap or throughput";
   } else if (st.steps == 0) {
@@ -327,14 +336,16 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   }
   if (st.steps > 0)
     text += QString("%1 measured steps: step time mean %2, p50 %3, p99 %4; %5<br>"
-                    "overlap %6 % (%9); exposed communication %7 per rank; %8")
+                    "overlap %6 (%9); exposed communication %7 per rank; %8")
                 .arg(st.steps)
                 .arg(QString::fromStdString(format_duration(static_cast<int64_t>(st.step_time_ns.mean))))
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p50)))
                 .arg(QString::fromStdString(format_duration(st.step_time_ns.p99)))
                 .arg(rate.unit.empty() ? QString("a trace has no samples")  // tokens for an LM run (stats: step_size)
                                        : QString("%1 %2/s").arg(QString::fromStdString(sessions::format_rate(rate.per_s))).arg(QString::fromStdString(rate.unit)))
-                .arg(st.overlap_pct, 0, 'f', 1)
+                .arg(std::any_of(st.ranks.begin(), st.ranks.end(), [](const auto& r) { return r.comm_ns > 0; })
+                         ? QString("%1 %").arg(st.overlap_pct, 0, 'f', 1)
+                         : QString("n/a (no communication)"))
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
                 .arg(origin.isEmpty() ? QString("imbalance (ids looked up max/mean) %1").arg(st.lookups_max_over_mean, 0, 'f', 2)
                                       : QString("no ids looked up in a trace (no load imbalance)"))
@@ -420,11 +431,14 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     paths->addLayout(box, m->rowCount() == 0 ? 1 : std::max(1, table_content_width(view)));
     view->setProperty("report_every_column", true);  // report_layout.h columns_cut
   };
-  add_table(new CriticalPathModel(st, s), "critical_path", "<b>Critical path</b>: what bounded the steps",
+  add_table(new CriticalPathModel(st, s), "critical_path",
+            st.whole_trace ? "<b>Critical path</b>: what bounded the whole trace" : "<b>Critical path</b>: what bounded the steps",
             "Walked back from the op that ended each step last; an op waits for the op of its rank that ended last "
             "before it started (or the op it was launched from), a collective for its last member (dependencies "
             "inferred). Summed over the measured steps.");
-  add_table(new CollectiveTimesModel(st, s), "collectives", "<b>Collectives</b> per step, summed over ranks",
+  add_table(new CollectiveTimesModel(st, s), "collectives",
+            st.whole_trace ? "<b>Collectives</b> over the whole trace, summed over ranks"
+                           : "<b>Collectives</b> per step, summed over ranks",
             "bytes sent: what the ranks sent to their peers (as the rank table's; a ring all-reduce of B bytes on "
             "n ranks sends 2(n-1)/n x B per rank, B itself at n = 2), bytes received apart; exposed: time with no "
             "compute under it on its rank; waiting for peers: time from a rank joining a collective to its last "
@@ -440,7 +454,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                   RankStatsModel::PeakAllocated, RankStatsModel::PeakReserved, RankStatsModel::Fragmentation})
       table->setColumnHidden(c, true);
   }
-  if (st.steps == 0) {  // no step windows: zeros in the time columns would read as measured (tester37 #12)
+  if (st.steps == 0 && !st.whole_trace) {  // no step windows: zeros in the time columns would read as measured (tester37 #12)
     for (int c : {RankStatsModel::Compute, RankStatsModel::Comm, RankStatsModel::ExposedComm, RankStatsModel::Idle,
                   RankStatsModel::Overlap})
       table->setColumnHidden(c, true);

@@ -62,9 +62,9 @@ TEST(StepWindowPath, EachStepsPathLiesInItsWindowAndThePartialStepIsOutOfTheTota
   EXPECT_EQ(p0[1].start_ns, 40);
   EXPECT_EQ(p0[1].end_ns, 100);
   // step 1: rank 1's op is not walked (no window of rank 1 in step 1): launch [100, 130), the
-  // gap [130, 150), the kernel [150, 190)
+  // gap [130, 150), the kernel [150, 190), the gap [190, 200) to the window's end
   const auto& p1 = st.critical_paths[1].segments;
-  ASSERT_EQ(p1.size(), 3u);
+  ASSERT_EQ(p1.size(), 4u);
   EXPECT_EQ(name_of(p1[0]), "launch");
   EXPECT_EQ(p1[0].rank, 0);
   EXPECT_EQ(name_of(p1[1]), "gap");
@@ -72,9 +72,13 @@ TEST(StepWindowPath, EachStepsPathLiesInItsWindowAndThePartialStepIsOutOfTheTota
   EXPECT_EQ(p1[1].end_ns, 150);
   EXPECT_EQ(name_of(p1[2]), "kernel");
   EXPECT_EQ(p1[2].end_ns, 190);
-  // step 2 is walked (where the run stopped) but not summed: 100 + 90, not 150 + 95 + 60
+  EXPECT_EQ(name_of(p1[3]), "gap");
+  EXPECT_EQ(p1[3].start_ns, 190);
+  EXPECT_EQ(p1[3].end_ns, 200);
+  // step 2 is walked (where the run stopped) but not summed: 100 + 100 (each window), not
+  // 150 + 95 + 60
   EXPECT_EQ(st.critical_paths[2].step, 2);
-  EXPECT_EQ(st.critical_path_ns, 190);
+  EXPECT_EQ(st.critical_path_ns, 200);
   int64_t windows = 0;
   for (const auto& t : st.per_step) windows += t.window_ns;
   EXPECT_EQ(windows, 300);  // rank 0: 100 + 100, rank 1: 100
@@ -101,8 +105,9 @@ TEST(StepWindowPath, TraceDiffTestsPathsFitTheirSteps) {
   int64_t windows = 0;
   for (const auto& t : st.per_step) windows += t.window_ns;
   EXPECT_EQ(windows, 744'401'000);  // 6 x 124.0668 ms: `embedscope stats` step time mean
-  EXPECT_LE(st.critical_path_ns, windows);
-  EXPECT_GT(st.critical_path_ns, windows * 9 / 10);  // the host or the GPU is busy almost all of each step
+  // one rank: its paths cover its windows exactly (an untraced start or end of a step is a gap
+  // on its path; 744.35 ms before that)
+  EXPECT_EQ(st.critical_path_ns, windows);
   ASSERT_EQ(st.critical_paths.size(), 6u);
   for (size_t i = 0; i < st.critical_paths.size(); ++i) {
     const auto& p = st.critical_paths[i];

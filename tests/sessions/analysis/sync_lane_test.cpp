@@ -53,16 +53,19 @@ TEST(SyncLane, WaitsAreNeitherComputeNorOnTheCriticalPath) {
     EXPECT_DOUBLE_EQ(st.overlap_pct, 25.0);
     EXPECT_EQ(st.ranks[0].exposed_comm_ns, 300);
     EXPECT_EQ(st.ranks[0].idle_ns, 300);
-    // the path ends with the NCCL kernel at 700, not with the wait at 900: kernel [0,300) then
-    // the all-reduce [300,700) (launched while the kernel ran) = 700 ns
+    // the last op on the path is the NCCL kernel at 700, not the wait at 900: kernel [0,300)
+    // then the all-reduce [300,700) (launched while the kernel ran), and the rest of the step's
+    // window no op on the path covers, [700, 1000), a gap: 1000 ns
     ASSERT_EQ(st.critical_paths.size(), 1u);
-    EXPECT_EQ(st.critical_path_ns, 700);
+    EXPECT_EQ(st.critical_path_ns, 1000);
     const auto& segs = st.critical_paths[0].segments;
-    ASSERT_EQ(segs.size(), 2u);
+    ASSERT_EQ(segs.size(), 3u);
     EXPECT_EQ(segs[0].lane, 2);
     EXPECT_EQ(segs[0].end_ns, 300);
     EXPECT_EQ(segs[1].lane, 3);
     EXPECT_EQ(segs[1].end_ns, 700);
+    EXPECT_EQ(segs[2].kind, PathSegment::Kind::gap);
+    EXPECT_EQ(segs[2].end_ns, 1000);
     for (const auto& e : st.critical_path) EXPECT_NE(r.name(e.name_id), "cudaStreamSynchronize");
     // HTA's kernel figures: streams only, the wait in neither class; first to last kernel 700
     const auto k = gpu_kernel_figures(r);

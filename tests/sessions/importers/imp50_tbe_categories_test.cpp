@@ -144,7 +144,10 @@ TEST(Imp50TbeCategories, GenericKernelsByTheirLaunchingOp) {
 // scans, reduce-by-key, grad_indice_weights), input +7,232,000 (recat_copy, the scans of
 // permute_sparse_features). /work/shared/data/README.md's HTA figures (compute, non-compute,
 // kernel time, overlap) are by HTA's kernel classes, which do not change (its numbers hold:
-// sessions_importers_test asserts them).
+// sessions_importers_test asserts them). PyTorch's Optimizer.step#FusedAdam.step ranges are
+// optimizer too (host_op_category): the 48 kernels launched inside them on their thread, 12,281,000
+// ns (Python: kernels whose cudaLaunchKernel by correlation lies in such a range), move from
+// dense (387,402,000 ns before) to optimizer (108,509,000 before).
 TEST(Imp50TbeCategories, TraceDiffTestKernelTimeByCategory) {
   const fs::path src = fs::path(EMBEDSCOPE_SHARED_DATA) / "traces" / "trace_diff_test.json.gz";
   if (!fs::exists(src)) GTEST_SKIP() << src << " is absent (shared test data)";
@@ -154,8 +157,8 @@ TEST(Imp50TbeCategories, TraceDiffTestKernelTimeByCategory) {
   ASSERT_EQ(r.code, 0) << r.out;
   const auto t = imp50k_stream_time(embedscope::sessions::SessionReader(db));
   EXPECT_EQ(t.at(OpCategory::lookup), 31475000);
-  EXPECT_EQ(t.at(OpCategory::optimizer), 108509000);
+  EXPECT_EQ(t.at(OpCategory::optimizer), 108509000 + 12281000);
   EXPECT_EQ(t.at(OpCategory::input), 23131000);
-  EXPECT_EQ(t.at(OpCategory::dense), 387402000);
+  EXPECT_EQ(t.at(OpCategory::dense), 387402000 - 12281000);
   EXPECT_EQ(t.at(OpCategory::comm), 251341000);
 }

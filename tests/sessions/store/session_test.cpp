@@ -359,9 +359,16 @@ TEST(Export, CsvFilesWithHeaders) {
   const std::string path = make_session("csv.db");
   SessionReader r(path);
   auto files = export_csv(r, analyze(r), (session_scratch() / "csv").string());
-  ASSERT_EQ(files.size(), 6u);
+  ASSERT_EQ(files.size(), 7u);
+  {  // stats' per-collective table, after the collective records
+    EXPECT_EQ(std::filesystem::path(files[5]).filename(), "collective_times.csv");
+    std::ifstream times(files[5]);
+    std::string head;
+    std::getline(times, head);
+    EXPECT_EQ(head, "name,counted_steps,count,bytes_sent,bytes_received,time_ns,exposed_ns,wait_ns");
+  }
   {  // what the files describe (tester33 D9: a simulated session's CSVs did not say so)
-    std::ifstream meta(files[5]);
+    std::ifstream meta(files[6]);
     std::stringstream text;
     text << meta.rdbuf();
     EXPECT_NE(text.str().find("key,value\n"), std::string::npos) << text.str();

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/empty_pages.h"
+#include "models/rank_stats_model.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "shell/main_window.h"
 #include "views/load_view.h"
@@ -130,7 +131,9 @@ TEST(EmptyPages, TheSummaryOfATraceHasNoImbalanceFigureAndSaysItHasNoPlan) {
 }
 
 // tester37 #12: a trace without profiler steps had a row of zeros (overlap 0.0 %) under "no
-// profiler steps in the trace"; its rank table is hidden. A run keeps it.
+// profiler steps in the trace". Its figures are now over the whole trace (RunStats::whole_trace):
+// the rank's window is its one op [0, 1000) ns, all of it compute; no comm, so overlap n/a.
+// A run keeps its table too.
 TEST(EmptyPages, ATraceWithoutStepsHasNoRowOfZeros) {
   const auto path = std::filesystem::temp_directory_path() / ("es_empty_nosteps_" + std::to_string(getpid()) + ".db");
   std::filesystem::remove(path);
@@ -151,7 +154,15 @@ TEST(EmptyPages, ATraceWithoutStepsHasNoRowOfZeros) {
     if (t->model() && t->model()->columnCount() > 5 && t->model()->headerData(1, Qt::Horizontal).toString() == "compute")
       ranks = t;
   ASSERT_NE(ranks, nullptr);
-  EXPECT_TRUE(ranks->isHidden());
+  EXPECT_FALSE(ranks->isHidden());
+  const auto* m = ranks->model();
+  ASSERT_EQ(m->rowCount(), 1);
+  EXPECT_EQ(m->data(m->index(0, RankStatsModel::Compute), Qt::UserRole).toLongLong(), 1000);
+  EXPECT_EQ(m->data(m->index(0, RankStatsModel::Idle), Qt::UserRole).toLongLong(), 0);
+  EXPECT_EQ(m->data(m->index(0, RankStatsModel::Overlap)).toString(), "n/a");
+  QString text;
+  for (const auto* l : view.findChildren<QLabel*>()) text += l->text() + "\n";
+  EXPECT_TRUE(text.contains("no profiler steps: figures over the whole trace")) << text.toStdString();
 
   auto run = std::make_shared<const sessions::SessionReader>(empty_pages_session("es_empty_steps_run", false, true, true));
   SummaryView run_view(run);

@@ -27,6 +27,8 @@
 #include <functional>
 #include <fstream>
 #include <iterator>
+#include <tuple>
+#include <vector>
 #include "charts/colors.h"
 #include "views/compare_view.h"
 #include "models/critical_path_model.h"
@@ -123,13 +125,22 @@ TEST(TimelineWidget, CommunicationUnderComputeIsShadedAsHidden) {
 
 // busy_session's critical path (see CriticalPathModel's test): step 0 runs rank 1's lookup
 // [150, 250) us (row 2), the all-to-all from 250 to 300 (row 1), rank 0's dense part to 500
-// (row 0); step 1 rank 0's lookup [600, 700) and its gradient all-to-all [700, 800).
+// (row 0); step 1 rank 0's lookup [600, 700) and its gradient all-to-all [700, 800). Each step's
+// path covers its window with untraced gaps at its edges: rank 1's [0, 150) before its lookup,
+// rank 0's [500, 600) and [800, 1000): 8 segments, a gap drawn dotted on its rank's first row.
 TEST(TimelineWidget, DrawsTheCriticalPathUnderTheOpsOnIt) {
   auto w = busy_timeline();
   sessions::SessionReader r(busy_session());
   std::vector<sessions::PathSegment> path;
   for (const auto& step : sessions::analyze(r).critical_paths) path.insert(path.end(), step.segments.begin(), step.segments.end());
-  ASSERT_EQ(path.size(), 5u);
+  ASSERT_EQ(path.size(), 8u);
+  using Kind = sessions::PathSegment::Kind;
+  const std::vector<std::tuple<Kind, int32_t, int64_t, int64_t>> expected = {
+      {Kind::gap, 1, 0, 150'000},       {Kind::op, 1, 150'000, 250'000}, {Kind::op, 0, 250'000, 300'000},
+      {Kind::op, 0, 300'000, 500'000},  {Kind::gap, 0, 500'000, 600'000}, {Kind::op, 0, 600'000, 700'000},
+      {Kind::op, 0, 700'000, 800'000},  {Kind::gap, 0, 800'000, 1'000'000}};
+  for (size_t i = 0; i < path.size(); ++i)
+    EXPECT_EQ(std::make_tuple(path[i].kind, path[i].rank, path[i].start_ns, path[i].end_ns), expected[i]) << "segment " << i;
   w->set_critical_path(path);
   const QImage img = w->grab().toImage();
   auto under = [&](int us, size_t row) {
@@ -141,6 +152,15 @@ TEST(TimelineWidget, DrawsTheCriticalPathUnderTheOpsOnIt) {
   EXPECT_EQ(under(750, 1), critical_path_color());  // step 1's gradient all-to-all
   EXPECT_NE(under(150, 0), critical_path_color());  // rank 0's lookup of step 0 is not on the path
   EXPECT_NE(under(400, 2), critical_path_color());  // nor rank 1's dense part
+  // the dotted gap after step 1's all-to-all, on rank 0's first row: some of its pixels are the
+  // path's colour, none on the row of rank 1 there
+  int dots = 0;
+  for (int us = 810; us < 990; ++us) {
+    dots += under(us, 0) == critical_path_color();
+    EXPECT_NE(under(us, 2), critical_path_color()) << us;
+  }
+  EXPECT_GT(dots, 30);
+  EXPECT_LT(dots, 180);  // dotted, not a solid bar
   // the jump from rank 1's lookup (row 2) to the all-to-all (row 1) at 250 us
   EXPECT_EQ(img.pixelColor(TimelineWidget::kGutter + 250, w->row_y(2) + 8), critical_path_color());
   w->set_critical_path({});
@@ -150,11 +170,11 @@ TEST(TimelineWidget, DrawsTheCriticalPathUnderTheOpsOnIt) {
   TimelineView view(std::make_shared<const sessions::SessionReader>(busy_session()));
   view.show_critical_path(true);
   QTRY_VERIFY(!view.critical_path_job()->busy());  // analysed off the GUI thread
-  EXPECT_EQ(view.timeline()->critical_path().size(), 5u);
+  EXPECT_EQ(view.timeline()->critical_path().size(), 8u);
   view.show_critical_path(false);
   EXPECT_TRUE(view.timeline()->critical_path().empty());
   view.show_critical_path(true);  // from the analysis already made
-  EXPECT_EQ(view.timeline()->critical_path().size(), 5u);
+  EXPECT_EQ(view.timeline()->critical_path().size(), 8u);
 }
 
 TEST(TimelineWidget, ClickSelectsTheOpUnderThePixelAndShowsItsDetails) {

@@ -3,17 +3,25 @@
 //
 // Time classes per rank (Holistic Trace Analysis, "comm/comp overlap"): *compute* is every
 // op that is not communication or a copy (categories input, lookup, dense, optimizer, other);
-// *communication* is category comm. The intervals of each class are merged per rank first
-// (partially overlapping ops count once), then
+// *communication* is category comm. On one lane (a host thread, a stream) an op's time inside a
+// comm op or a wait of the same lane is not compute: a blocking collective's caller waits in it,
+// so the spans enclosing it (autograd's AccumulateGrad around c10d::allreduce_) compute only
+// outside it. An imported trace's record_function ranges (OpRoles::annotation_ids) and waits
+// (OpRoles::wait_id) are neither compute nor comm. The intervals of each class are merged per
+// rank first (partially overlapping ops count once), then
 //   overlap          = |compute ∩ comm|
 //   exposed comm     = |comm| - overlap
 //   idle             = |step window| - |compute ∪ comm ∪ memcpy|
 //   overlap %        = 100 * overlap / |comm|
 // Source: facebookresearch/HolisticTraceAnalysis, comm_comp_overlap (time computing while
-// communicating / time communicating).
+// communicating / time communicating), which counts GPU kernels; the same-lane rule is what a
+// kernel stream has by construction (no kernel runs inside another on its stream) and a host
+// thread needs (tester's hand figures: a blocking c10d::allreduce_ read as 100 % hidden).
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <optional>
 #include <vector>
@@ -57,8 +65,35 @@ struct RankStepTimes {
   bool drain = false;
 };
 
-/// Times of one rank in one step window [t0, t1) from its ops (any lanes; clipped to the window).
-RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int64_t t1);
+/// What the step figures make of some ops beyond their category (an imported trace's; empty for
+/// a run's session).
+struct OpRoles {
+  /// Name ids of record_function ranges (Kineto cat `user_annotation`, meta
+  /// import_annotation_names_json): they enclose a phase's ops, so they are neither compute nor
+  /// comm nor busy time (a thread waiting out an all-to-all inside `pooled_a2a` is not computing),
+  /// unless their name gives them a category (is_plain_annotation).
+  std::set<int32_t> annotation_ids;
+  /// Name id of the Work::wait spans (model/wait_span.h), -1 none: no comm and no compute, but,
+  /// like a comm op, their time is taken out of the compute ops of their lane that enclose them.
+  int32_t wait_id = -1;
+};
+
+/// An op of one of `annotation_ids` (OpRoles) whose category is `other`: a range the step
+/// figures and the critical path leave out. A range whose name gives it a category counts as
+/// that category's work (torch.optim's "Optimizer.step#SGD.step": optimizer; a comm-named one:
+/// comm, as a CPU trace's gloo:* spans).
+bool is_plain_annotation(const OpRecord& o, const std::set<int32_t>& annotation_ids);
+
+/// The compute time of `ops` per rank (merged intervals, ns), by the rule above: per lane, the
+/// compute ops (category not comm / memcpy, no annotation, no wait) less the time of the lane's
+/// own comm ops and waits; then the union over the rank's lanes. No clipping. Cost O(n log n).
+std::map<int32_t, std::vector<Interval>> compute_intervals(const std::vector<OpRecord>& ops, const OpRoles& roles = {});
+
+/// Times of one rank in one step window [t0, t1) from its ops (any lanes; clipped to the window),
+/// by the rule above: compute and by_category_ns of the compute categories count an op's time
+/// outside its lane's comm ops and waits; annotations and waits count in no class and no
+/// category.
+RankStepTimes rank_step_times(const std::vector<OpRecord>& ops, int64_t t0, int64_t t1, const OpRoles& roles = {});
 
 struct RankStats {
   int32_t rank = 0;
@@ -86,6 +121,19 @@ struct RankStats {
   /// share; stream ranks only, else 0). Low: the host's work between GPU ops bounds the step.
   double gpu_busy_pct = 0;
 };
+
+/// One op name's exclusive ("self") time: its ops' time outside the ops they enclose on their
+/// lane (critical_path.h innermost_pieces; a comm op whole), summed over ranks.
+struct OpSelfTime {
+  int32_t name_id = 0;
+  OpCategory category = OpCategory::other;
+  int64_t self_ns = 0;
+  int64_t count = 0;  ///< ops of the name
+};
+
+/// Self time per op name of `ops` (any ranks and lanes), most first; plain annotations
+/// (is_plain_annotation) and waits (roles.wait_id) left out. Ties: lower name id first.
+std::vector<OpSelfTime> op_self_times(const std::vector<OpRecord>& ops, const OpRoles& roles);
 
 /// The figures of `embedscope stats`, over the measured steps (step >= 0).
 struct RunStats {
@@ -129,6 +177,13 @@ struct RunStats {
   /// figure (exposed communication, the time by category, the critical path, the collectives'
   /// counts, bytes and times) is divided by (retest47 R5: they were divided by `steps`).
   int64_t counted_steps() const { return steps - drain_steps; }
+  /// An imported trace without profiler steps (no ProfilerStep#N: torch.profiler used without a
+  /// schedule, export_chrome_trace): its figures are over the whole trace, one window per rank
+  /// from its first op's start to its last op's end, held as step 0 of per_step and
+  /// critical_paths; `steps` stays 0 (no step time, throughput or loss) and top_ops is filled.
+  bool whole_trace = false;
+  /// whole_trace: op_self_times of the whole trace (empty otherwise).
+  std::vector<OpSelfTime> top_ops;
   double overlap_pct = 0;          ///< over all ranks and steps
   int64_t exposed_comm_ns = 0;     ///< mean over ranks of each rank's total exposed communication
   double lookups_max_over_mean = 1;      ///< ids looked up per rank: max / mean (1 = balanced)
@@ -206,6 +261,13 @@ std::string overlap_definition(const RunStats& st);
 /// e.g. {1, 2, 3, 5, 7, 8} -> "1-3, 5, 7, 8", {1, ..., 1999999} -> "1-1999999" (a trace of one rank
 /// of a large job listed every other rank: a 129 KB line, a workbench stuck for minutes; tester37).
 std::string rank_list(const std::vector<int32_t>& ranks);
+
+/// Whether an imported session's collective bytes are unknown, so that a 0 reads "unknown"
+/// (text) / null (JSON), not 0 B: the import found collectives without arguments (import problem
+/// collective_args_not_captured: a Kineto trace without record_param_comms args, every Nsight
+/// export), or no collective record of the session carries a byte (a torch profiler trace of
+/// Gloo's gloo:* / c10d::* calls, which record no size). False for a run's session.
+bool collective_bytes_unknown(const SessionReader& session);
 
 /// max / mean of non-negative values; 1 when the mean is 0 or there are no values.
 double max_over_mean(const std::vector<double>& v);

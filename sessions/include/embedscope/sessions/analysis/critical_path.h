@@ -107,6 +107,14 @@ class StepDependencies {
   std::vector<const std::vector<size_t>*> instance_of_;
 };
 
+/// The ops with each lane's nested spans replaced by the pieces of time in which each is the
+/// innermost one running (its exclusive time: of the ops open at a moment, the one that started
+/// last, the shorter on a tie), adjacent pieces of one op joined: a span that encloses others is
+/// there only for its own time between them (aten::linear around aten::addmm). Comm ops are kept
+/// whole and end their parents' pieces like any child; ops with end <= start pass as they are.
+/// Cost O(n log n). (HTA's critical path attributes a parent's time the same way.)
+std::vector<OpRecord> innermost_pieces(const std::vector<OpRecord>& ops);
+
 /// The critical path of one step from its ops on every rank (any order; ops with end <= start
 /// are ignored) and the step's collective records (may be empty: then collectives are joined
 /// by op name and sequence number). Cost O(n log n) for n ops. An empty `ops` gives an empty path.
@@ -153,10 +161,16 @@ struct CollectiveTimes {
   int64_t check_bytes_sent = 0, check_bytes_received = 0;
 };
 
+struct Interval;  // analysis.h
+
 /// Adds the CollectiveTimes of one step's ops (every rank) to `out`, keyed by name_id.
 /// `instances` is collective_instances(ops, collectives); `collectives` the step's records (they
 /// split each op's bytes into sent and received; {}: every op counts half its bytes each way).
+/// `compute`: per rank, the merged compute time a collective's exposed time is measured against
+/// (analysis.h compute_intervals of the ops the step figures see); nullptr: compute_intervals(ops),
+/// the same-lane rule without roles (a comm op's own lane computes nothing while it runs).
 void add_collective_times(const std::vector<OpRecord>& ops, const std::map<CollectiveKey, std::vector<size_t>>& instances,
-                          std::map<int32_t, CollectiveTimes>& out, const std::vector<CollectiveRecord>& collectives = {});
+                          std::map<int32_t, CollectiveTimes>& out, const std::vector<CollectiveRecord>& collectives = {},
+                          const std::map<int32_t, std::vector<Interval>>* compute = nullptr);
 
 }  // namespace embedscope::sessions

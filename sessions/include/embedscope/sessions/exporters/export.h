@@ -32,7 +32,12 @@ std::string ns_to_us(int64_t ns);
 
 /// Writes CSV files into `dir` (created if missing): events.csv (every op), steps.csv (per step
 /// and rank: the RunStats times), ranks.csv (per rank totals), load.csv (load counters),
-/// collectives.csv, session.csv (key,value: workload_name, backend, world_size, ended, simulated
+/// collectives.csv (the collective records: one per rank and instance, with group, sequence,
+/// bytes and per-peer elements; none for a trace whose collectives carry no arguments),
+/// collective_times.csv (the per-collective table `stats` prints, RunStats::collectives: per
+/// name the counted steps, count, bytes sent / received - empty where collective_bytes_unknown -,
+/// time, exposed and waiting ns summed over ranks and counted steps; a NAME/split_check row
+/// after a collective with split checks), session.csv (key,value: workload_name, backend, world_size, ended, simulated
 /// 0/1, imported 0/1) and, for a session with a memory timeline (an imported memory snapshot),
 /// memory.csv (per rank and trace entry: action, time_ns, allocated / reserved / active bytes,
 /// largest free block, both fragmentation measures). Returns the paths written. Throws

@@ -34,12 +34,19 @@ KernelClass kernel_class(std::string_view name);
 /// transpose_embedding_input and grad_indice_weights; input for permute / bucketize / recat_;
 /// other for sync records (HTA class other); dense for the remaining compute kernels. (The Kineto
 /// importer then gives a dense one launched inside a TBE / TorchRec host op that op's category.)
+/// Before those: ATen's own embedding kernels (names with "at::native" and "mbedding":
+/// EmbeddingBag_updateOutputKernel_*, embedding_backward_feature_kernel) are lookup - PyTorch's
+/// embedding backward computes the rows' gradient, the optimizer's step updates them apart.
 OpCategory gpu_op_category(std::string_view name, bool is_copy);
 
 /// The session category of an imported host op (thread lane): comm for record_param_comms,
 /// `nccl:*`, `c10d::*` and ProcessGroup calls; memcpy for host calls named *Memcpy* / *Memset*;
 /// lookup / optimizer / input by the same name rules as kernels, plus SplitLookupFunction_* (the
-/// lookup's forward op) and its autograd node CppNode<SplitLookupFunction_*> (optimizer); other
+/// lookup's forward op) and its autograd node CppNode<SplitLookupFunction_*> (optimizer); lookup
+/// for ATen's embedding ops forward and backward (aten::embedding*, aten::_embedding_bag*, the
+/// autograd nodes EmbeddingBackward0 / EmbeddingBagBackward0: nn.Embedding(Bag)'s backward makes
+/// the gradient, no update); optimizer for PyTorch's Optimizer.step#* / Optimizer.zero_grad#*
+/// ranges; other
 /// for the rest (host ops,
 /// runtime calls, Python frames).
 OpCategory host_op_category(std::string_view name);
