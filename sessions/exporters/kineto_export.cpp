@@ -80,13 +80,6 @@ nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank, 
                         {"Rank", rank}};
 }
 
-bool collective_bytes_unknown(const SessionReader& session) {
-  if (session.meta(meta::kImported, "0") != "1") return false;
-  const auto problems = session.import_stats();
-  return std::any_of(problems.begin(), problems.end(),
-                     [](const ImportStat& p) { return p.name == "collective_args_not_captured"; });
-}
-
 KinetoCommArgs kineto_comm_args(const CollectiveRecord& c) {
   KinetoCommArgs a;
   a.dtype = kineto_dtype(c.dtype);

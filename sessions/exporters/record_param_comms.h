@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/analysis.h"  // collective_bytes_unknown
 #include "embedscope/sessions/model/events.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -14,16 +15,10 @@ namespace embedscope::sessions {
 /// {"Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size", "In split size",
 /// "Out split size", "Process Group Name", "Process Group Ranks", "Seq", "Rank"} of `c` on rank
 /// `rank` (kineto_comm_args: counts such that the Kineto importer's byte rule gives back the
-/// record's bytes). With `bytes_unknown` (collective_bytes_unknown) a record of 0 B gets no
+/// record's bytes). With `bytes_unknown` (collective_bytes_unknown, analysis.h) a record of 0 B gets no
 /// element counts, no splits, and no dtype where its dtype is "unknown": the Kineto importer reads
 /// a span without counts as bytes unknown, so a round trip keeps them unknown instead of 0 B.
 /// Source: PyTorch's torch/csrc/distributed/c10d/ParamCommsUtils.hpp names.
 nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank, bool bytes_unknown);
-
-/// Whether `session`'s collective records of 0 B moved an unknown number of bytes: an imported
-/// trace whose import said collective_args_not_captured (a Kineto trace without
-/// record_param_comms arguments, a legacy trace's gloo:* calls, every Nsight export), the rule
-/// `stats` reads them by. False for a run's session, whose 0 B is measured.
-bool collective_bytes_unknown(const SessionReader& session);
 
 }  // namespace embedscope::sessions

@@ -24,6 +24,7 @@
 #include "embedscope/engine/planner/stats.h"
 #include "embedscope/engine/workload/presets.h"
 #include "engine/cost/cost_sessions.h"
+#include "support/collective_calls.h"
 
 namespace es = embedscope::engine;
 namespace fs = std::filesystem;
@@ -74,33 +75,7 @@ es::RunResult simulate(const std::string& name, int local_world_size, std::strin
   return r;
 }
 
-// Each call of a session: its members' bytes and its time (the last end after the last arrival), ns.
-struct Call {
-  std::vector<int64_t> bytes;
-  int64_t last = 0, end = 0;
-};
-std::vector<Call> calls_of(const std::string& path) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db,
-                               "SELECT group_name, sequence, start_ns, end_ns, bytes_sent, bytes_received "
-                               "FROM collectives WHERE step >= 0",
-                               -1, &st, nullptr),
-            SQLITE_OK);
-  std::map<std::pair<std::string, int64_t>, Call> calls;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    Call& c = calls[{reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), sqlite3_column_int64(st, 1)}];
-    c.last = std::max<int64_t>(c.last, sqlite3_column_int64(st, 2));
-    c.end = std::max<int64_t>(c.end, sqlite3_column_int64(st, 3));
-    c.bytes.push_back(std::max<int64_t>(sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5)));
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  std::vector<Call> out;
-  for (auto& [key, c] : calls) out.push_back(c);
-  return out;
-}
+using Call = embedscope::test_support::CollectiveCall;
 
 }  // namespace
 
@@ -139,7 +114,7 @@ TEST(MachineCores, TwoEmulatedNodesSimulateAsOneMachine) {
   EXPECT_EQ(a.step_time_ns, b.step_time_ns);
   // every call of the 2 x 2 shape takes the processor-sharing phases of 4 ranks on the 2 cores:
   // members' own times w (100 us + bytes / 1 GB/s) sorted, sum (w_k - w_(k-1)) x max(1, 0.75 (4 - k))
-  const std::vector<Call> calls = calls_of(two_nodes);
+  const std::vector<Call> calls = embedscope::test_support::collective_calls(two_nodes);
   ASSERT_GT(calls.size(), 10u);
   for (const Call& c : calls) {
     std::vector<double> w;

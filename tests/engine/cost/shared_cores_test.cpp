@@ -24,6 +24,7 @@
 #include "embedscope/engine/exec/run.h"
 #include "embedscope/engine/workload/presets.h"
 #include "engine/cost/cost_sessions.h"
+#include "support/collective_calls.h"
 
 namespace es = embedscope::engine;
 namespace fs = std::filesystem;
@@ -57,35 +58,7 @@ std::string shared_cores_session(const std::string& name, int ranks, es::Shardin
           "'), ('cpu_self_cores', '1.000'), ('cpu_other_cores', '" + std::to_string(groups) + "');");
 }
 
-// One call of a session: its members' bytes (max of sent and received) and its time (the last
-// end after the last arrival), ns.
-struct ScCall {
-  std::vector<int64_t> bytes;
-  int64_t last = 0, end = 0;
-};
-std::vector<ScCall> shared_cores_calls(const std::string& path) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db,
-                               "SELECT group_name, sequence, start_ns, end_ns, bytes_sent, bytes_received "
-                               "FROM collectives WHERE step >= 0",
-                               -1, &st, nullptr),
-            SQLITE_OK)
-      << sqlite3_errmsg(db);
-  std::map<std::pair<std::string, int64_t>, ScCall> calls;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    ScCall& c = calls[{reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), sqlite3_column_int64(st, 1)}];
-    c.last = std::max<int64_t>(c.last, sqlite3_column_int64(st, 2));
-    c.end = std::max<int64_t>(c.end, sqlite3_column_int64(st, 3));
-    c.bytes.push_back(std::max<int64_t>(sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5)));
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  std::vector<ScCall> out;
-  for (auto& [key, c] : calls) out.push_back(c);
-  return out;
-}
+using ScCall = embedscope::test_support::CollectiveCall;
 
 }  // namespace
 
@@ -114,7 +87,7 @@ TEST(SharedCores, SimulatedCallsTakeTheirProcessorSharingPhases) {
   // 4 ranks table_wise on 2 cores, 0.5 other groups: f(m) = max(1, 0.75 m); every call's time is
   // the phases of its members' own times (latency + bytes / bandwidth, each rounded to ns)
   const std::string path = shared_cores_session("sim_tw4", 4, es::ShardingType::table_wise, 2, 0.5, 2);
-  const std::vector<ScCall> calls = shared_cores_calls(path);
+  const std::vector<ScCall> calls = embedscope::test_support::collective_calls(path);
   ASSERT_GT(calls.size(), 10u);
   int imbalanced = 0;
   for (const ScCall& c : calls) {
