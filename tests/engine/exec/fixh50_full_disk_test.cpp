@@ -164,8 +164,11 @@ TEST(Fixh50FullDisk, ScreenshotSaysWhyItCannotBeWritten) {
   EXPECT_NE(said.find((full / "d.png").string() + ": cannot write the screenshot: No space left on device"),
             std::string::npos)
       << said;
-  // a folder that does not exist: open's reason
-  r = ts::run_merged(ui + " --screenshot " + (dir / "nowhere" / "s.png").string());
+  // a folder that cannot be made (a missing one is made, as `run -o` does): a file stands where it
+  // would go, and the reason is the file system's
+  std::ofstream(dir / "a-file") << "x";
+  r = ts::run_merged(ui + " --screenshot " + (dir / "a-file" / "s.png").string());
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("cannot write the screenshot: No such file or directory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cannot make the folder " + (dir / "a-file").string() + ": Not a directory"), std::string::npos)
+      << r.out;
 }
