@@ -104,11 +104,13 @@ int cmd_scaling(ScalingState& s) {
       }
       // ranks with no embedding rows still join every collective (tester58 F4)
       if (!p.ranks_without_rows.empty())
-        std::cout << fmt::format("  {} at {} GPUs: {} ({} of {}) hold no embedding rows ({} tables): they look nothing "
-                                 "up but still join every collective; try row_wise or table_row_wise for the largest "
-                                 "tables, or fewer GPUs\n",
+        std::cout << fmt::format("  {} at {} GPUs: {} ({} of {}) {} no embedding rows ({} tables): {} nothing up but "
+                                 "still {} every collective; try row_wise or table_row_wise for the largest tables, or "
+                                 "fewer GPUs\n",
                                  es::to_string(p.sharding), p.gpus, es::format_rank_list(p.ranks_without_rows),
-                                 p.ranks_without_rows.size(), p.gpus, n_tables);
+                                 p.ranks_without_rows.size(), p.gpus, p.ranks_without_rows.size() == 1 ? "holds" : "hold",
+                                 n_tables, p.ranks_without_rows.size() == 1 ? "it looks" : "they look",
+                                 p.ranks_without_rows.size() == 1 ? "joins" : "join");
     };
   }
   const auto points = es::run_scaling_study(spec, o);
