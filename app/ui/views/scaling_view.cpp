@@ -244,7 +244,7 @@ std::string kept_tables_text(const engine::ScalingStudy& study) {
     if (g == groups.end()) groups.push_back({p.sharding, p.other_types, {}}), g = groups.end() - 1;
     g->gpus.push_back(p.gpus);
   }
-  // fixf49 (tester49 F6): tables too short for a row split get the point's type with empty shards
+  // fixf49 (tester49 F6): tables whose row split leaves ranks without rows (ScalingPoint::empty_shard_tables)
   struct Split {
     engine::ShardingType type;
     std::vector<std::string> tables;
@@ -260,8 +260,8 @@ std::string kept_tables_text(const engine::ScalingStudy& study) {
   }
   std::string split_text;
   if (!splits.empty()) {
-    split_text = "Tables with fewer rows than the ranks a row split needs, split into empty shards as `run --sharding "
-                 "TYPE` splits them: ";
+    split_text = "Tables split into empty shards (too few rows for a block of ceil(rows / ranks) on every rank: the "
+                 "last ranks hold none), as `run --sharding TYPE` splits them: ";
     for (size_t k = 0; k < splits.size(); ++k) {
       const Split& g = splits[k];
       std::string sizes, names;
@@ -270,7 +270,8 @@ std::string kept_tables_text(const engine::ScalingStudy& study) {
       if (g.tables.size() > 8) names += " and " + std::to_string(g.tables.size() - 8) + " more";
       split_text += (k == 0 ? "" : "; ") + std::string(engine::to_string(g.type)) + " at " + sizes + " GPUs: " + names;
     }
-    split_text += " (the planner would keep them table_wise, which adds a pooled all-to-all to the step).";
+    split_text += " (the planner would keep a table with fewer rows than ranks table_wise, which adds a pooled "
+                  "all-to-all to the step).";
   }
   if (groups.empty()) return split_text;
   std::string text = "Tables not in the point's sharding type: ";

@@ -52,9 +52,10 @@ class ScalingView : public QWidget {
 ///   shards instead)."
 /// At most 8 tables a group are named, then "and N more". Studies since fixf49 have no such
 /// tables but ScalingPoint::empty_shard_tables (the type with empty shards), grouped the same way:
-///   "Tables with fewer rows than the ranks a row split needs, split into empty shards as `run
-///   --sharding TYPE` splits them: row_wise at 2, 4 GPUs: t_small (the planner would keep them
-///   table_wise, which adds a pooled all-to-all to the step)."
+///   "Tables split into empty shards (too few rows for a block of ceil(rows / ranks) on every
+///   rank: the last ranks hold none), as `run --sharding TYPE` splits them: row_wise at 2, 4
+///   GPUs: t_small (the planner would keep a table with fewer rows than ranks table_wise, which
+///   adds a pooled all-to-all to the step)."
 /// Plain text; "" when no point has any.
 std::string kept_tables_text(const engine::ScalingStudy& study);
 

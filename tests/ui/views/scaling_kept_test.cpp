@@ -26,9 +26,9 @@ using namespace embedscope::ui;
 namespace {
 // since fixf49 (tester49 F6) the point splits such a table into empty shards, as run does
 constexpr const char* kKeptTinyRowWise =
-    "Tables with fewer rows than the ranks a row split needs, split into empty shards as `run --sharding TYPE` splits "
-    "them: row_wise at 2, 4 GPUs: t_small (the planner would keep them table_wise, which adds a pooled all-to-all to "
-    "the step).";
+    "Tables split into empty shards (too few rows for a block of ceil(rows / ranks) on every rank: the last ranks "
+    "hold none), as `run --sharding TYPE` splits them: row_wise at 2, 4 GPUs: t_small (the planner would keep a table "
+    "with fewer rows than ranks table_wise, which adds a pooled all-to-all to the step).";
 }  // namespace
 
 TEST(ScalingKeptTables, ThePageNamesTheTablesKeptTableWise) {
