@@ -59,10 +59,10 @@ TEST(ScalingKeptTables, ThePageNamesTheTablesKeptTableWise) {
   // and in the table's note column, beside how the planner placed the tables
   QTableWidget* table = view->table();
   for (int r : {4, 5}) {
-    EXPECT_TRUE(table->item(r, 10)->text().endsWith("empty shards: t_small")) << table->item(r, 10)->text().toStdString();
+    EXPECT_TRUE(table->item(r, ScalingView::kNoteColumn)->text().endsWith("empty shards: t_small")) << table->item(r, ScalingView::kNoteColumn)->text().toStdString();
   }
   for (int r : {0, 1, 2, 3})
-    EXPECT_FALSE(table->item(r, 10)->text().contains("empty")) << r << table->item(r, 10)->text().toStdString();
+    EXPECT_FALSE(table->item(r, ScalingView::kNoteColumn)->text().contains("empty")) << r << table->item(r, ScalingView::kNoteColumn)->text().toStdString();
   std::filesystem::remove(path);
 
   // a study where every point took its type: no note
