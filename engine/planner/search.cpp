@@ -23,6 +23,7 @@
 #include "planner/candidate_overflow.h"
 #include "planner/memory_replay.h"
 #include "planner/prerank.h"
+#include "planner/shard_cost.h"
 #include "planner/type_refusal.h"
 #include "program/data_parallel_bytes.h"
 #include "program/input_op_bytes.h"
@@ -42,6 +43,7 @@ using planner_detail::Call;
 using planner_detail::CallModel;
 using planner_detail::Perf;
 using planner_detail::PhaseMax;
+using planner_detail::ShardCost;
 
 struct TableInfo {
   bool open = true;            // no override in spec.sharding.tables
@@ -50,84 +52,6 @@ struct TableInfo {
   std::vector<ShardingType> split_types;  // allowed before drop_empty_row_shards (open tables)
   std::vector<int> features;   // indices into spec.features
   double pf_sum = 0;           // sum of the features' mean pooling factors
-};
-
-// Shard-level cost model (search.h, "Time estimate of a shard"): each table's rows at their
-// stored size (row_bytes of its data_type, quant/row_codec.h) and its optimizer state (in its
-// optimizer_state_type).
-class ShardCost {
- public:
-  ShardCost(const WorkloadSpec& spec, const HardwareProfile& hw, int world)
-      : spec_(spec), hw_(hw), W_(world), B_(static_cast<double>(spec.batch_size)) {}
-
-  // A shard of `cols` columns of table t that serves `lookups` ids per step and sends
-  // `out_floats` pooled floats per step in its output dist (the same back in its gradient dist)
-  // in call `out` (planner_detail::Call; kCalls: none, a data_parallel replica), receiving
-  // `in_ids` ids of `features` features in the input dist (search.h, "Pre-ranking estimate").
-  // Compute without kernel launches (the score counts them per op, prerank.h).
-  Perf perf(const TableSpec& t, double lookups, int64_t cols, double out_floats, double in_ids, Call out = Call::kCalls,
-            double features = 0, double cross_floats = 0) const {
-    const GpuProfile& g = hw_.gpu;
-    // a low-rank table reads r fp32 values of A an id (and B once: small, left out here)
-    const int64_t stored_cols = t.low_rank_dim > 0 ? t.low_rank_dim : cols;
-    const double rows_read = lookups * static_cast<double>(t.low_rank_dim > 0 ? 4 * t.low_rank_dim : row_bytes(t.data_type, cols));
-    const double state_bytes = lookups * static_cast<double>(optimizer_state_bytes(spec_.optimizer.type, 1, stored_cols,
-                                                                                    t.optimizer_state_type));
-    Perf p;
-    p.fwd_compute = 1e9 * rows_read / (g.hbm_bandwidth_bytes_per_s * g.tbe_forward_efficiency);
-    p.bwd_compute = 1e9 * 2.0 * (rows_read + state_bytes) / (g.hbm_bandwidth_bytes_per_s * g.tbe_backward_efficiency);
-    const double frac = W_ > 1 ? static_cast<double>(W_ - 1) / W_ : 0.0;
-    const double bw = hw_.intra_node.bus_bandwidth_bytes_per_s;
-    p.fwd_comms = 1e9 * frac * (out_floats * 4.0 + in_ids * 8.0) / bw;
-    p.bwd_comms = 1e9 * frac * out_floats * 4.0 / bw;
-    if (out != Call::kCalls) {
-      // the input dist: a split count and B lengths of each feature from every rank, the ids
-      p.bytes[Call::kSplits] = 8.0 * features * W_;
-      p.bytes[Call::kLengths] = 8.0 * features * B_ * W_;
-      p.bytes[Call::kIds] = 8.0 * in_ids;
-      p.bytes[out] = 4.0 * out_floats;
-      p.calls = 1u << Call::kSplits | 1u << Call::kLengths | 1u << Call::kIds | 1u << out;
-      if (out == Call::kTwrwIntra) {
-        p.bytes[Call::kTwrwCross] = 4.0 * cross_floats;
-        p.calls |= 1u << Call::kTwrwCross;
-      }
-    }
-    return p;
-  }
-  // Device bytes of a shard of rows x cols of table t: its stored rows and its optimizer state;
-  // a table in host memory: its device cache only (host_cached, model/host_cache.h), or none.
-  double shard_bytes(const TableSpec& t, int64_t rows, int64_t cols) const {
-    if (t.placement == TablePlacement::host) return 0.0;
-    if (t.placement == TablePlacement::host_cached)
-      return rows > 0 ? static_cast<double>(cache_slots(t.cache_load_factor, rows) * cols * 4) : 0.0;
-    return static_cast<double>(shard_weight_bytes(t, rows, cols) +
-                               shard_optimizer_state_bytes(spec_.optimizer.type, t, rows, cols));
-  }
-  // The host link of shard s of table t (placement host / host_cached) that serves
-  // `ids_per_feature` (spec feature, ids a step): the cache model's expected misses
-  // (cost/cache_model.h estimate_cache, host_traffic) timed by host_link_ns (cost/cost_model.h),
-  // the formula the simulated executor times the program's host_fetch and host_update with, one
-  // copy each (the lookup's fetch is left out for a prefetch_pipeline table: it runs under the
-  // dense part of the step before). 0 for a device table.
-  double host(const TableSpec& t, const Shard& s, const std::vector<std::pair<int, double>>& ids_per_feature) const {
-    if (t.placement == TablePlacement::device) return 0.0;
-    const CacheEstimate e = estimate_cache(spec_, t, s, ids_per_feature);
-    const bool prefetched = t.prefetch_pipeline && t.placement == TablePlacement::host_cached &&
-                            spec_.pipeline != PipelineKind::base;
-    const HostTraffic h = host_traffic(t, spec_.optimizer.type, s.num_cols, e, prefetched);
-    double ns = 0;
-    if (std::llround(h.lookup_h2d) > 0) ns += static_cast<double>(host_link_ns(h.lookup_h2d, 0.0, hw_));
-    if (std::llround(h.update_h2d) + std::llround(h.update_d2h) > 0)
-      ns += static_cast<double>(host_link_ns(h.update_h2d, h.update_d2h, hw_));
-    return ns;
-  }
-  double batch() const { return B_; }
-
- private:
-  const WorkloadSpec& spec_;
-  const HardwareProfile& hw_;
-  int W_;
-  double B_;
 };
 
 struct Candidate {

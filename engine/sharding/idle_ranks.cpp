@@ -36,12 +36,14 @@ std::string format_rank_list(const std::vector<int>& ranks) {
 std::string idle_ranks_note(const ShardingPlan& plan) {
   const std::vector<int> idle = ranks_without_rows(plan);
   if (idle.empty()) return "";
+  const bool one = idle.size() == 1;  // "rank 7 (1 of 8) holds ...: it looks ..."
   return fmt::format(
-      "note: {} ({} of {}) hold no embedding rows ({} table{} over {} ranks): they look nothing up but still join "
-      "every collective (the embedding all-to-alls and the dense all-reduce); to give them work shard the largest "
-      "tables row_wise, table_row_wise or column_wise (`plan --auto` chooses), or use fewer devices",
-      format_rank_list(idle), idle.size(), plan.world_size, plan.tables.size(), plan.tables.size() == 1 ? "" : "s",
-      plan.world_size);
+      "note: {} ({} of {}) {} no embedding rows ({} table{} over {} ranks): {} nothing up but still {} every "
+      "collective (the embedding all-to-alls and the dense all-reduce); to give {} work shard the largest tables "
+      "row_wise, table_row_wise or column_wise (`plan --auto` chooses), or use fewer devices",
+      format_rank_list(idle), idle.size(), plan.world_size, one ? "holds" : "hold", plan.tables.size(),
+      plan.tables.size() == 1 ? "" : "s", plan.world_size, one ? "it looks" : "they look", one ? "joins" : "join",
+      one ? "it" : "them");
 }
 
 }  // namespace embedscope::engine

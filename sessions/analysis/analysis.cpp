@@ -194,11 +194,13 @@ double max_over_mean(const std::vector<double>& v) {
 }
 
 std::string overlap_definition(const RunStats& st) {
-  if (st.simulated) return "simulated streams: the cost model's compute vs comm ops per rank, clipped to step windows";
+  // a trace without profiler steps has one window per rank, the whole trace (RunStats::whole_trace)
+  const std::string where = st.whole_trace ? "over the whole trace (no profiler steps)" : "clipped to step windows";
+  if (st.simulated) return "simulated streams: the cost model's compute vs comm ops per rank, " + where;
   if (st.stream_ranks)
-    return "stream level: GPU kernels and copies of compute vs comm per rank with GPU streams (its host spans left out), "
-           "clipped to step windows";
-  return "thread level: host spans of compute vs comm ops per rank, clipped to step windows";
+    return "stream level: GPU kernels and copies of compute vs comm per rank with GPU streams (its host spans left out), " +
+           where;
+  return "thread level: host spans of compute vs comm ops per rank, " + where;
 }
 
 namespace {

@@ -149,6 +149,7 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
                                           {"critical_path_ns", r.runner_up_critical_path_ns}};
     j["stats"] = es::to_json(r.stats);
     j["memory"] = memory_json(spec, est);
+    j["ranks_without_rows"] = es::ranks_without_rows(r.plan);  // as plan's: they still join every collective
     j["backend"] = es::to_string(spec.devices.backend);  // what auto became, as plan's
     j["backend_requested"] = es::to_string(a.requested_backend);
     add_host_verdict_json(j, host);
@@ -158,7 +159,11 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
   }
   std::cout << storage_block_text(sr);
   std::cout << plan_table(spec, r.plan) << "\n" << table_storage_text(spec, r.plan) << "\n" << pipeline_text(spec)
-            << "\n" << memory_text(spec, est) << host_verdict_text(spec, host) << "\n";
+            << "\n" << memory_text(spec, est) << host_verdict_text(spec, host);
+  // the chosen plan's ranks with no embedding rows, as plain plan names them (--sharding-types
+  // table_wise with more ranks than tables leaves some)
+  if (const std::string note = es::idle_ranks_note(r.plan); !note.empty()) std::cout << note << "\n";
+  std::cout << "\n";
   std::cout << fmt::format("planner search: evaluated {} proposal(s), found {} possible plan(s), ran for {:.2f} s; best: "
                            "{} (critical path {:.3f} ms)",
                            r.proposals, r.feasible, r.seconds, r.proposer, 1e-6 * static_cast<double>(r.stats.critical_path_ns));

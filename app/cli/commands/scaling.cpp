@@ -92,23 +92,26 @@ int cmd_scaling(ScalingState& s) {
                                  es::to_string(p.sharding), p.gpus, p.other_types.size(), es::to_string(p.sharding), names,
                                  es::to_string(p.sharding));
       }
-      // tables too short for a row split: split into empty shards as `run --sharding TYPE` does (tester49 F6)
+      // tables whose row split leaves ranks an empty shard, as `run --sharding TYPE` splits them (tester49 F6)
       if (!p.empty_shard_tables.empty()) {
         std::string names;
         for (const auto& name : p.empty_shard_tables) names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
-        std::cout << fmt::format("  {} at {} GPUs: {} table(s) split into empty shards: {} (fewer rows than the ranks a "
-                                 "row split needs; as `run --sharding {}` splits them - `plan --auto --sharding-types "
-                                 "{}` keeps them table_wise, which adds a pooled all-to-all)\n",
+        std::cout << fmt::format("  {} at {} GPUs: {} table(s) split into empty shards: {} (too few rows for a block of "
+                                 "ceil(rows / ranks) on every rank: the last ranks hold none, as `run --sharding {}` "
+                                 "splits them - `plan --auto --sharding-types {}` keeps a table with fewer rows than "
+                                 "ranks table_wise, which adds a pooled all-to-all)\n",
                                  es::to_string(p.sharding), p.gpus, p.empty_shard_tables.size(), names,
                                  es::to_string(p.sharding), es::to_string(p.sharding));
       }
       // ranks with no embedding rows still join every collective (tester58 F4)
       if (!p.ranks_without_rows.empty())
-        std::cout << fmt::format("  {} at {} GPUs: {} ({} of {}) hold no embedding rows ({} tables): they look nothing "
-                                 "up but still join every collective; try row_wise or table_row_wise for the largest "
-                                 "tables, or fewer GPUs\n",
+        std::cout << fmt::format("  {} at {} GPUs: {} ({} of {}) {} no embedding rows ({} tables): {} nothing up but "
+                                 "still {} every collective; try row_wise or table_row_wise for the largest tables, or "
+                                 "fewer GPUs\n",
                                  es::to_string(p.sharding), p.gpus, es::format_rank_list(p.ranks_without_rows),
-                                 p.ranks_without_rows.size(), p.gpus, n_tables);
+                                 p.ranks_without_rows.size(), p.gpus, p.ranks_without_rows.size() == 1 ? "holds" : "hold",
+                                 n_tables, p.ranks_without_rows.size() == 1 ? "it looks" : "they look",
+                                 p.ranks_without_rows.size() == 1 ? "joins" : "join");
     };
   }
   const auto points = es::run_scaling_study(spec, o);

@@ -4,6 +4,7 @@
 #include <QGridLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLocale>
 #include <QTableWidget>
 
 #include <algorithm>
@@ -140,7 +141,8 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     grid->addWidget(plot, 2 + m / 2, m % 2);
   }
   const QStringList headers = {"sharding", "GPUs", "nodes", "step p50", "samples/s", "per GPU", "efficiency",
-                               "emb comm", "comm", "memory/GPU", "note"};
+                               "emb comm", "comm", "wire/step", "memory/GPU", "note"};
+  static_assert(kWireColumn == 9 && kNoteColumn == 11);
   table_->setColumnCount(static_cast<int>(headers.size()));
   table_->setHorizontalHeaderLabels(headers);
   table_->setRowCount(static_cast<int>(study_.points.size()));
@@ -150,7 +152,7 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     const auto& p = study_.points[static_cast<size_t>(r)];
     auto set = [&](int c, const QString& text) {
       auto* item = new QTableWidgetItem(text);
-      item->setTextAlignment(c == 0 || c == 10 ? Qt::Alignment(Qt::AlignLeft | Qt::AlignVCenter)
+      item->setTextAlignment(c == 0 || c == kNoteColumn ? Qt::Alignment(Qt::AlignLeft | Qt::AlignVCenter)
                                                : Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
       table_->setItem(r, c, item);
     };
@@ -159,9 +161,9 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     set(2, QString::number(p.nodes));
     if (!p.error.empty()) {
       // the whole refusal on one line: its first line ends before the ranks and what they need
-      set(10, QString::fromStdString(p.error).replace('\n', ' ').simplified());
-      table_->item(r, 10)->setToolTip(QString::fromStdString(p.error));
-      table_->item(r, 10)->setForeground(QColor(0xd6, 0x27, 0x28));
+      set(kNoteColumn, QString::fromStdString(p.error).replace('\n', ' ').simplified());
+      table_->item(r, kNoteColumn)->setToolTip(QString::fromStdString(p.error));
+      table_->item(r, kNoteColumn)->setForeground(QColor(0xd6, 0x27, 0x28));
       continue;
     }
     set(3, QString::number(static_cast<double>(p.step_time_ns) / 1e6, 'f', 2) + " ms");
@@ -170,7 +172,12 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     set(6, QString::number(100 * p.scaling_efficiency, 'f', 1) + " %");
     set(7, QString::number(100 * p.embedding_comm_share, 'f', 1) + " %");
     set(8, QString::number(100 * p.comm_share, 'f', 1) + " %");
-    set(9, QString::fromStdString(sessions::format_bytes(p.memory_bytes_per_gpu)));
+    // every rank's bytes sent per step, as `embedscope scaling` prints it (0 B in studies written
+    // before it was recorded, and for one GPU)
+    set(kWireColumn, QString::fromStdString(sessions::format_bytes(p.wire_bytes_per_step)));
+    table_->item(r, kWireColumn)->setToolTip(QString("%1 B on the wire per step (every rank's bytes sent)")
+                                                 .arg(QLocale::c().toString(static_cast<qlonglong>(p.wire_bytes_per_step))));
+    set(10, QString::fromStdString(sessions::format_bytes(p.memory_bytes_per_gpu)));
     // how the planner placed the tables (ScalingPoint::placement), and the point's session
     QStringList note;
     if (!p.placement.empty()) note << (p.placement == "greedy" ? "placed by bytes" : "placed by time");
@@ -186,7 +193,7 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
       note << QString("empty shards: %1").arg(names.join(", "));
     }
     if (!p.session_path.empty()) note << QString::fromStdString(p.session_path);
-    if (!note.isEmpty()) set(10, note.join("; "));
+    if (!note.isEmpty()) set(kNoteColumn, note.join("; "));
   }
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
@@ -244,7 +251,7 @@ std::string kept_tables_text(const engine::ScalingStudy& study) {
     if (g == groups.end()) groups.push_back({p.sharding, p.other_types, {}}), g = groups.end() - 1;
     g->gpus.push_back(p.gpus);
   }
-  // fixf49 (tester49 F6): tables too short for a row split get the point's type with empty shards
+  // fixf49 (tester49 F6): tables whose row split leaves ranks without rows (ScalingPoint::empty_shard_tables)
   struct Split {
     engine::ShardingType type;
     std::vector<std::string> tables;
@@ -260,8 +267,8 @@ std::string kept_tables_text(const engine::ScalingStudy& study) {
   }
   std::string split_text;
   if (!splits.empty()) {
-    split_text = "Tables with fewer rows than the ranks a row split needs, split into empty shards as `run --sharding "
-                 "TYPE` splits them: ";
+    split_text = "Tables split into empty shards (too few rows for a block of ceil(rows / ranks) on every rank: the "
+                 "last ranks hold none), as `run --sharding TYPE` splits them: ";
     for (size_t k = 0; k < splits.size(); ++k) {
       const Split& g = splits[k];
       std::string sizes, names;
@@ -270,7 +277,8 @@ std::string kept_tables_text(const engine::ScalingStudy& study) {
       if (g.tables.size() > 8) names += " and " + std::to_string(g.tables.size() - 8) + " more";
       split_text += (k == 0 ? "" : "; ") + std::string(engine::to_string(g.type)) + " at " + sizes + " GPUs: " + names;
     }
-    split_text += " (the planner would keep them table_wise, which adds a pooled all-to-all to the step).";
+    split_text += " (the planner would keep a table with fewer rows than ranks table_wise, which adds a pooled "
+                  "all-to-all to the step).";
   }
   if (groups.empty()) return split_text;
   std::string text = "Tables not in the point's sharding type: ";

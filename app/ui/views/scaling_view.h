@@ -3,7 +3,8 @@
 // per sharding type over the simulated cluster sizes (x: GPUs, log 2) in four plots -
 // throughput (samples/s), weak-scaling efficiency, the embedding communication share of the
 // step, and memory per GPU (with the profile's device memory as a dashed line when known) - and
-// a table of every point, the ones that did not fit with their reason, and a note naming the
+// a table of every point (its bytes on the wire per step too), the ones that did not fit with
+// their reason, and a note naming the
 // tables a point's plan did not give its type (ScalingPoint::other_types, plan45). Everything on
 // it is SIMULATED, and says so.
 
@@ -29,7 +30,12 @@ class ScalingView : public QWidget {
   /// Each has one graph per sharding type (in the study's order) holding the points that ran
   /// (x = GPUs; y = samples/s, percent, percent, GiB).
   QCustomPlot* plot(int i) const { return plots_[static_cast<size_t>(i)]; }
+  /// The table of every point: sharding, GPUs, nodes, step p50, samples/s, per GPU, efficiency,
+  /// emb comm, comm, wire/step (ScalingPoint::wire_bytes_per_step as `embedscope scaling`
+  /// prints it, e.g. "2.8 MiB"; the exact bytes in its tooltip), memory/GPU, note.
   QTableWidget* table() const { return table_; }
+  static constexpr int kWireColumn = 9;   ///< the table's wire/step column
+  static constexpr int kNoteColumn = 11;  ///< the table's note column (placement, session, error)
   QLabel* caption() const { return caption_; }
   /// The note under the caption naming the tables kept in another type (kept_tables_text) and
   /// the types whose lines coincide (coinciding_types); hidden when there is neither.
@@ -52,9 +58,10 @@ class ScalingView : public QWidget {
 ///   shards instead)."
 /// At most 8 tables a group are named, then "and N more". Studies since fixf49 have no such
 /// tables but ScalingPoint::empty_shard_tables (the type with empty shards), grouped the same way:
-///   "Tables with fewer rows than the ranks a row split needs, split into empty shards as `run
-///   --sharding TYPE` splits them: row_wise at 2, 4 GPUs: t_small (the planner would keep them
-///   table_wise, which adds a pooled all-to-all to the step)."
+///   "Tables split into empty shards (too few rows for a block of ceil(rows / ranks) on every
+///   rank: the last ranks hold none), as `run --sharding TYPE` splits them: row_wise at 2, 4
+///   GPUs: t_small (the planner would keep a table with fewer rows than ranks table_wise, which
+///   adds a pooled all-to-all to the step)."
 /// Plain text; "" when no point has any.
 std::string kept_tables_text(const engine::ScalingStudy& study);
 

@@ -141,13 +141,20 @@ std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const Scal
         const auto u = std::find_if(uniform.tables.begin(), uniform.tables.end(),
                                     [&](const TablePlan& x) { return x.table == tp.table; });
         const std::string& name = spec.tables[static_cast<size_t>(tp.table)].name;
-        if (u != uniform.tables.end() && u->type == type) {
-          tp = *u;
-          p.empty_shard_tables.push_back(name);
-        } else {
-          p.other_types.emplace_back(name, tp.type);
-        }
+        if (u != uniform.tables.end() && u->type == type) tp = *u;
+        else p.other_types.emplace_back(name, tp.type);
       }
+      // Every table of the point's type with a shard of no rows, in table order: those split
+      // above, and those the search split itself whose rows TorchRec's split (row_wise_split:
+      // blocks of ceil(rows / ranks), the remainder, then none) leaves the last ranks without
+      // (10 rows over 8 ranks: 2 each on ranks 0-4, none on 5-7).
+      std::vector<int> empty;
+      for (const TablePlan& tp : plan.tables)
+        if (tp.type == type &&
+            std::any_of(tp.shards.begin(), tp.shards.end(), [](const Shard& sh) { return sh.num_rows == 0; }))
+          empty.push_back(tp.table);
+      std::sort(empty.begin(), empty.end());
+      for (const int t : empty) p.empty_shard_tables.push_back(spec.tables[static_cast<size_t>(t)].name);
       p.ranks_without_rows = ranks_without_rows(plan);
       TrainerOptions opt;
       opt.cancel = o.cancel;

@@ -39,12 +39,17 @@ TEST(ScalingOtherTypes, RowWisePointSplitsTheShortTablesAsRunDoes) {
   ASSERT_EQ(points.size(), 2u);
   ASSERT_TRUE(points[0].error.empty()) << points[0].error;
   EXPECT_TRUE(points[0].other_types.empty());
-  EXPECT_EQ(points[0].empty_shard_tables, (std::vector<std::string>{"t_cat_8", "t_cat_19"}));
+  // every row_wise table with an empty shard: 3 and 4 rows (fewer than the ranks), and by hand
+  // from row_wise_split's blocks of ceil(rows / 8): 27 rows 6 x 4 + 3 (rank 7 none), 10 rows
+  // 5 x 2 (ranks 5-7 none), 18 rows 6 x 3 (ranks 6-7 none); 15 (7 x 2 + 1) and 24 (8 x 3) fill all 8
+  EXPECT_EQ(points[0].empty_shard_tables,
+            (std::vector<std::string>{"t_cat_8", "t_cat_13", "t_cat_16", "t_cat_19", "t_cat_21"}));
   EXPECT_TRUE(points[1].other_types.empty());
   EXPECT_TRUE(points[1].empty_shard_tables.empty());
   const es::ScalingStudy st{"criteo_kaggle", "round_numbers", 2, base.batch_size, 1, points};
   const nlohmann::json j = es::to_json(st);
-  EXPECT_EQ(j["points"][0]["empty_shard_tables"], nlohmann::json::array({"t_cat_8", "t_cat_19"}));
+  EXPECT_EQ(j["points"][0]["empty_shard_tables"],
+            nlohmann::json::array({"t_cat_8", "t_cat_13", "t_cat_16", "t_cat_19", "t_cat_21"}));
   EXPECT_FALSE(j["points"][0].contains("other_types"));
   EXPECT_FALSE(j["points"][1].contains("empty_shard_tables"));
   const es::ScalingStudy back = es::scaling_study_from_json(j, "study.json");
@@ -78,9 +83,11 @@ TEST(ScalingOtherTypes, CliNotesThemAndPrintsNothingBeforeARefusal) {
   auto r = ts::run_cli(EMBEDSCOPE_CLI, "scaling --preset criteo_kaggle --simulate " + kOtherTypesProfile +
                                            " --gpus 8 --shardings row_wise --steps 1 --warmup-steps 0", dir);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("\n  row_wise at 8 GPUs: 2 table(s) split into empty shards: t_cat_8, t_cat_19 (fewer rows "
-                       "than the ranks a row split needs; as `run --sharding row_wise` splits them - `plan --auto "
-                       "--sharding-types row_wise` keeps them table_wise, which adds a pooled all-to-all)\n"),
+  EXPECT_NE(r.out.find("\n  row_wise at 8 GPUs: 5 table(s) split into empty shards: t_cat_8, t_cat_13, t_cat_16, "
+                       "t_cat_19, t_cat_21 (too few rows for a block of ceil(rows / ranks) on every rank: the last "
+                       "ranks hold none, as `run --sharding row_wise` splits them - `plan --auto --sharding-types "
+                       "row_wise` keeps a table with fewer rows than ranks table_wise, which adds a pooled "
+                       "all-to-all)\n"),
             std::string::npos)
       << r.out;
   // 3 GPUs are not whole nodes of 2: refused before any point, no header

@@ -144,6 +144,12 @@ TEST(TraceStatsCli, ATraceWithoutProfilerStepsGetsWholeTraceFigures) {
       << r.out;
   EXPECT_NE(r.out.find("critical path: what bounded the whole trace (dependencies inferred), 1.00 ms"), std::string::npos)
       << r.out;
+  // no step windows to clip to: the overlap's definition says what it is over
+  EXPECT_NE(r.out.find("overlap      n/a (no communication; thread level: host spans of compute vs comm ops per rank, "
+                       "over the whole trace (no profiler steps))\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("clipped to step windows"), std::string::npos) << r.out;
   r = trace_stats_cli("stats --json " + db);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -161,6 +167,8 @@ TEST(TraceStatsCli, ATraceWithoutProfilerStepsGetsWholeTraceFigures) {
   EXPECT_EQ(j["top_ops"][1]["self_ns"], 200'000);
   EXPECT_EQ(j["top_ops"][2]["self_ns"], 100'000);
   EXPECT_EQ(j["critical_path"]["total_ns"], 1'000'000);
+  EXPECT_EQ(j["overlap_definition"],
+            "thread level: host spans of compute vs comm ops per rank, over the whole trace (no profiler steps)");
 }
 
 TEST(TraceStatsCli, ASlowStepMidRunIsAStallNotAColdStart) {

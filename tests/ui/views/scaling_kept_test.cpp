@@ -26,9 +26,9 @@ using namespace embedscope::ui;
 namespace {
 // since fixf49 (tester49 F6) the point splits such a table into empty shards, as run does
 constexpr const char* kKeptTinyRowWise =
-    "Tables with fewer rows than the ranks a row split needs, split into empty shards as `run --sharding TYPE` splits "
-    "them: row_wise at 2, 4 GPUs: t_small (the planner would keep them table_wise, which adds a pooled all-to-all to "
-    "the step).";
+    "Tables split into empty shards (too few rows for a block of ceil(rows / ranks) on every rank: the last ranks "
+    "hold none), as `run --sharding TYPE` splits them: row_wise at 2, 4 GPUs: t_small (the planner would keep a table "
+    "with fewer rows than ranks table_wise, which adds a pooled all-to-all to the step).";
 }  // namespace
 
 TEST(ScalingKeptTables, ThePageNamesTheTablesKeptTableWise) {
@@ -59,10 +59,10 @@ TEST(ScalingKeptTables, ThePageNamesTheTablesKeptTableWise) {
   // and in the table's note column, beside how the planner placed the tables
   QTableWidget* table = view->table();
   for (int r : {4, 5}) {
-    EXPECT_TRUE(table->item(r, 10)->text().endsWith("empty shards: t_small")) << table->item(r, 10)->text().toStdString();
+    EXPECT_TRUE(table->item(r, ScalingView::kNoteColumn)->text().endsWith("empty shards: t_small")) << table->item(r, ScalingView::kNoteColumn)->text().toStdString();
   }
   for (int r : {0, 1, 2, 3})
-    EXPECT_FALSE(table->item(r, 10)->text().contains("empty")) << r << table->item(r, 10)->text().toStdString();
+    EXPECT_FALSE(table->item(r, ScalingView::kNoteColumn)->text().contains("empty")) << r << table->item(r, ScalingView::kNoteColumn)->text().toStdString();
   std::filesystem::remove(path);
 
   // a study where every point took its type: no note

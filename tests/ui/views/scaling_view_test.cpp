@@ -75,16 +75,16 @@ TEST(ScalingView, PlotsEveryPointThatRanAndNamesTheOnesThatDidNot) {
   QTableWidget* table = view->table();
   ASSERT_EQ(table->rowCount(), 8);
   EXPECT_EQ(table->item(3, 1)->text(), "16");
-  EXPECT_TRUE(table->item(3, 10)->text().contains("16")) << table->item(3, 10)->text().toStdString();
+  EXPECT_TRUE(table->item(3, ScalingView::kNoteColumn)->text().contains("16")) << table->item(3, ScalingView::kNoteColumn)->text().toStdString();
   // the whole refusal, on one line (tester33 D13: cut at its first line, before the ranks)
-  EXPECT_EQ(table->item(3, 10)->text(), QString::fromStdString(points[3].error).replace('\n', ' ').simplified());
+  EXPECT_EQ(table->item(3, ScalingView::kNoteColumn)->text(), QString::fromStdString(points[3].error).replace('\n', ' ').simplified());
   // the legends sit under the axes, not over the points
   for (int m = 0; m < 4; ++m) EXPECT_EQ(view->plot(m)->legend->layout(), view->plot(m)->plotLayout()) << m;
   EXPECT_EQ(table->item(3, 3), nullptr);  // no figures for a point that did not run
   // the note says how the planner placed the tables; the JSON carries it through
   ASSERT_EQ(view->study().points[1].placement, points[1].placement);
   ASSERT_FALSE(points[1].placement.empty());
-  EXPECT_EQ(table->item(1, 10)->text(), points[1].placement == "greedy" ? "placed by bytes" : "placed by time");
+  EXPECT_EQ(table->item(1, ScalingView::kNoteColumn)->text(), points[1].placement == "greedy" ? "placed by bytes" : "placed by time");
   EXPECT_EQ(table->item(1, 6)->text(),
             QString::number(100 * points[1].scaling_efficiency, 'f', 1) + " %");
   std::filesystem::remove(path);

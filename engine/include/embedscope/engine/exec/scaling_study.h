@@ -77,12 +77,16 @@ struct ScalingPoint {
   /// Empty in studies since fixf49 (a too-short table gets the type with empty shards, below);
   /// kept for the JSON of earlier studies, where the search had kept such tables table_wise.
   std::vector<std::pair<std::string, ShardingType>> other_types;
-  /// The tables with fewer rows than the ranks a row split needs (row_wise: the world;
-  /// table_row_wise, grid_shard: a node), in table order: the search would keep them table_wise
+  /// The tables of the point's type whose row split leaves some of its ranks (row_wise: the
+  /// world; table_row_wise, grid_shard: a node's) a shard of no rows, in table order. TorchRec's
+  /// split (row_wise_split) gives ranks blocks of ceil(rows / ranks), the next rank the
+  /// remainder and the rest none: 10 rows over 8 ranks, 2 each on ranks 0-4 and none on 5-7
+  /// (criteo_kaggle row_wise on 8: t_cat_8 3 rows, t_cat_13 27, t_cat_16 10, t_cat_19 4,
+  /// t_cat_21 18). A table with fewer rows than those ranks the search would keep table_wise
   /// (planner/search.h, plan42), which adds a pooled all-to-all to the point (tester49 F6:
   /// criteo_kaggle's 3- and 4-row tables under row_wise on 8 H100s, 0.338 ms a step against
-  /// 0.280 ms); the point gives them its type as `run --sharding TYPE` does (plan_sharding: some
-  /// ranks hold an empty shard), so the point is the type it is labelled.
+  /// 0.280 ms); the point gives it its type as `run --sharding TYPE` does (plan_sharding), so the
+  /// point is the type it is labelled.
   std::vector<std::string> empty_shard_tables;
   /// The ranks of the point's plan that hold no embedding rows (ranks_without_rows,
   /// sharding/idle_ranks.h), ascending: table_wise with more GPUs than tables leaves GPUs - tables
@@ -114,7 +118,8 @@ std::optional<ScalingBaseline> scaling_baseline(const std::vector<ScalingPoint>&
 /// that type (PlanSearchOptions::sharding_types, as TorchRec's planner with a sharding_types
 /// constraint: the shorter estimated critical path of the time-balanced and the bytes-greedy
 /// placement; a table with fewer rows than the ranks a row split needs split into empty shards
-/// as plan_sharding splits it, ScalingPoint::empty_shard_tables), on the simulated backend of the
+/// as plan_sharding splits it; ScalingPoint::empty_shard_tables names every table of the type
+/// with an empty shard), on the simulated backend of the
 /// profile (its device memory). O(points x ranks x ops). Throws SpecError for an unknown
 /// profile, an empty or out-of-range gpus list, no sharding types, or a workload the parser
 /// rejects for a reason other than memory; a point that does not fit or fails is kept with its

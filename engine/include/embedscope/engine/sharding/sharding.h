@@ -95,7 +95,7 @@ struct DeviceMemoryEstimate {
   int rank = 0;
   int64_t weights = 0;          ///< embedding shards, in each table's data_type (row_bytes of quant/row_codec.h)
   int64_t optimizer_state = 0;  ///< FBGEMM state of those shards, in each table's optimizer_state_type
-  int64_t dense = 0;            ///< dense parameters, gradients and activations (cuda: and the device copies of its largest call)
+  int64_t dense = 0;  ///< dense params, grads, activations (cuda: + its largest call's copies): the bytes asked for, each rounded to 512 B, not the allocator blocks that held them (their slack is in buffers)
   int64_t buffers = 0;          ///< KJT, pooled outputs and their gradients, comm buffers (pipeline_buffers included)
   int64_t pipeline_buffers = 0; ///< the part of `buffers` held by the batches the pipeline keeps ahead
   /// device caches of host_cached tables (their rows: ceil(cache_load_factor x shard rows) x row bytes)

@@ -252,9 +252,9 @@ RunStats analyze(const SessionReader& session);
 RunStats analyze_step_times(const SessionReader& session);
 
 /// What RunStats' overlap, exposed communication and per-rank compute / comm figures measure,
-/// for people: "thread level: host spans of compute vs comm ops, clipped to step windows" (cpu
-/// runs), "stream level: ..." when some rank has GPU streams (RunStats::stream_ranks), or
-/// "simulated streams: ..." for a simulation. Compute is every category but comm and memcpy.
+/// for people: "thread level: host spans of compute vs comm ops, clipped to step windows" (cpu runs; a trace
+/// without steps, RunStats::whole_trace: "..., over the whole trace (no profiler steps)"), "stream level: ..." when
+/// some rank has GPU streams (RunStats::stream_ranks), "simulated streams: ..." for a simulation. Compute: all but comm, memcpy.
 std::string overlap_definition(const RunStats& st);
 
 /// Ranks (ascending) as people read them: runs of 3 or more consecutive ranks as "first-last",

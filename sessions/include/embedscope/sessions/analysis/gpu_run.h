@@ -41,9 +41,9 @@ std::string gpu_bound_verdict(double busy_pct);
 ///   "GPU busy     30.0% of the measured steps, mean over ranks (a kernel or copy running on the
 ///    rank's streams; least rank 0 20.0%, most rank 1 40.0%): host-bound: ..."
 ///   "host         the ranks' threads waited in collectives 0.30 ms per rank (0.30 ms per step): ..."
-/// "" when gpu_busy_figures(st) has none. Durations as format_ms writes them. With `trace_cut`
-/// (trace_cut_text non-empty) the verdict reads "no verdict on what bounds the step: the trace was
-/// cut short (trace cut, below)": the GPU events after the cut are lost, not idle (tester48 F7).
+/// "" when gpu_busy_figures(st) has none. A trace without steps (RunStats::whole_trace): "% of the whole trace (no profiler
+/// steps)" for "% of the measured steps". Durations as format_ms writes them. With `trace_cut` (trace_cut_text non-empty)
+/// the verdict reads "no verdict on what bounds the step: the trace was cut short (trace cut, below)": GPU events after the cut are lost, not idle (tester48 F7).
 std::string gpu_busy_text(const RunStats& st, bool imported, bool trace_cut = false);
 
 /// For an imported session whose trace was cut short (import problem `truncated` or
