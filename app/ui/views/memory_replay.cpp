@@ -54,6 +54,7 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
       "1 - largest free block / free bytes in the reserved segments, after the first entry at which reserved bytes "
       "reach their peak");
   table_->horizontalHeader()->setStretchLastSection(true);
+  table_->resizeColumnsToContents();  // the headers whole before any row (tester59 F8: "g. at peak reserv")
   table_->verticalHeader()->hide();
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setMinimumHeight(110);

@@ -1,5 +1,7 @@
 #include "views/memory_view.h"
 
+#include <QApplication>
+
 #include <QCheckBox>
 #include <QFrame>
 #include <QComboBox>
@@ -31,6 +33,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "jobs/analysis_job.h"
+#include "charts/plot_axes.h"
 #include "views/memory_replay.h"
 
 namespace embedscope::ui {
@@ -146,8 +149,8 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   // few value ticks (tester41 #8: eight tick labels crammed into 60 px overlapped)
   frag_plot_->setMinimumSize(320, kMemoryChartMinPx + 30);  // its legend row too
   plot_->setMinimumSize(320, kMemoryChartMinPx + 30);
-  for (QCustomPlot* c : {frag_plot_, plot_})
-    for (QCPAxis* a : {c->yAxis, c->yAxis2}) a->ticker()->setTickCount(4);
+  // and as many as the axis's height leaves apart, titles that fit it (tester59 F8)
+  for (QCustomPlot* c : {frag_plot_, plot_}) keep_axes_readable(c, 4);
   charts_->addTab(frag_plot_, "fragmentation over the trace");
   charts_->addTab(plot_, "by step");
   vsplit->addWidget(charts_);
@@ -318,7 +321,7 @@ void MemoryView::show_rank(int rank) {
   plot_->yAxis->setRangeLower(0);
   plot_->yAxis->setRangeUpper(plot_->yAxis->range().upper * 1.1);
   plot_->yAxis2->setVisible(true);
-  plot_->yAxis2->setLabel("fragmentation %");
+  set_label_choices(plot_->yAxis2, fragmentation_label_choices());
   plot_->yAxis2->setRange(0, 100);
   for (const auto& s : snapshots_)  // OOM markers
     if (s.rank == rank && s.reason == "oom") {
@@ -504,6 +507,19 @@ void MemoryView::show_for_report() {
   replay_->replay();
 }
 
+int finish_shown_memory_pages(QWidget* root, int timeout_ms) {
+  int shown = 0;
+  for (MemoryView* view : root->findChildren<MemoryView*>()) {
+    if (!view->isVisible()) continue;
+    wait_for_analyses(view, timeout_ms);  // the history first: the replay needs it
+    view->replay()->replay();  // as its Replay button: the panes keep their widths
+    wait_for_analyses(view, timeout_ms);
+    ++shown;
+  }
+  QApplication::processEvents();  // the rows and the widened pane laid out before the grab
+  return shown;
+}
+
 void MemoryView::fit_side_pane() {
   // each table's columns at their contents' (or header's) width, as resizeColumnsToContents sets them
   auto natural = [](QTableWidget* t) {
@@ -628,9 +644,9 @@ void MemoryView::fill_fragmentation() {
     l->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(0x2c, 0xa0, 0x2c), 9));
   }
   p->xAxis->setLabel("trace entry");
-  p->yAxis->setLabel("MiB");
+  set_label_choices(p->yAxis, {"MiB"});
   p->yAxis2->setVisible(true);
-  p->yAxis2->setLabel("fragmentation %");
+  set_label_choices(p->yAxis2, fragmentation_label_choices());
   // the legend in a row of its own under the chart, not over the lines
   p->legend->setVisible(true);
   p->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
@@ -656,7 +672,7 @@ void MemoryView::fill_fragmentation() {
   for (int i = 0; i < ox.size(); ++i) late = std::max({late, req[i], lf[i]});
   if (late > 0 && all > 2 * late) {
     p->yAxis->setRange(0, late * 1.1);
-    p->yAxis->setLabel(clipped_scale_label(skip));  // the first entries' peak clipped
+    set_label_choices(p->yAxis, clipped_scale_label_choices(skip));  // the first entries' peak clipped
   }
   p->yAxis2->setRange(0, 100);
   follow_palette(p);
@@ -667,6 +683,15 @@ QString clipped_scale_label(int64_t skip) {
   if (skip <= 1) return "MiB (scaled to entries 1 on: entry 0 clipped)";
   return QString("MiB (scaled to entries %1 on: entries 0-%2, the first 1%, clipped)").arg(skip).arg(skip - 1);
 }
+
+QStringList clipped_scale_label_choices(int64_t skip) {
+  const QString full = clipped_scale_label(skip);
+  const qsizetype colon = full.indexOf(": ");
+  return {full, full.left(colon + 1) + "\n" + full.mid(colon + 2),
+          skip <= 1 ? QString("MiB (entry 0 clipped)") : QString("MiB (entries 0-%1 clipped)").arg(skip - 1), "MiB"};
+}
+
+QStringList fragmentation_label_choices() { return {"fragmentation %", "frag. %", "%"}; }
 
 void MemoryView::fill_stacks() {
   const auto& a = data_.analysis;
