@@ -9,6 +9,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLayout>
 #include <QScrollArea>
 #include <QSlider>
 #include <QSpinBox>
@@ -516,7 +517,12 @@ int finish_shown_memory_pages(QWidget* root, int timeout_ms) {
     wait_for_analyses(view, timeout_ms);
     ++shown;
   }
-  QApplication::processEvents();  // the rows and the widened pane laid out before the grab
+  // the rows and the labels' wrapped heights laid out before the grab: a label's new minimum
+  // height is a new layout, a few rounds deep
+  for (int round = 0; round < 4; ++round) {
+    for (QLayout* l : root->findChildren<QLayout*>()) l->activate();
+    QApplication::processEvents();
+  }
   return shown;
 }
 
