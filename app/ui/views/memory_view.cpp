@@ -13,6 +13,7 @@
 #include <QScrollArea>
 #include <QSlider>
 #include <QSpinBox>
+#include <QStyle>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QTabWidget>
@@ -195,19 +196,29 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   if (counters_.empty() && ranks.empty())
     lv->addWidget(new QLabel("this session has no memory records (schema version 1)", this));
   // right: the clicked block, the top stacks, the settings, the replay
-  auto* right = new QWidget(split);
+  // in a scroll area of its own, its content as high as its wrapped lines at its width need
+  // (fit_side_content): a layout counts a wrapped label's minimum as one short line, so at
+  // 1280x800 the replay's verdicts were drawn over its table and past the pane's bottom
+  side_scroll_ = new QScrollArea(split);
+  side_scroll_->setObjectName("memory_side_scroll");
+  side_scroll_->setFrameShape(QFrame::NoFrame);
+  side_scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  side_scroll_->setWidgetResizable(false);  // fit_side_content sizes it
+  auto* right = side_ = new QWidget;
   auto* rv = new QVBoxLayout(right);
   rv->setContentsMargins(0, 0, 0, 0);
   details_->setWordWrap(true);
   details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
   details_->setText("click a block on the map: its stack, size, requested size and the entry that made it");
-  details_->setMinimumHeight(120);
   rv->addWidget(details_, 2);
   stacks_table_->setHorizontalHeaderLabels({"held", "bytes", "blocks", "allocating stack (innermost frame; hover: all)"});
   stacks_table_->horizontalHeader()->setStretchLastSection(true);
   stacks_table_->verticalHeader()->hide();
   stacks_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  // its header and two rows at least; more height goes to it first
+  stacks_table_->setMinimumHeight(stacks_table_->horizontalHeader()->sizeHint().height() +
+                                  2 * stacks_table_->verticalHeader()->defaultSectionSize() + 2 * stacks_table_->frameWidth() + 4);
   rv->addWidget(stacks_table_, 3);
   std::string recorded;
   settings_->setText(settings_text(*session_, &recorded));
@@ -215,6 +226,11 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   settings_->setWordWrap(true);
   rv->addWidget(settings_);
   rv->addWidget(replay_, 2);
+  side_scroll_->setWidget(right);
+  // the pane no narrower than its content's least width (the replay's controls), its scroll bar beside it
+  side_scroll_->setMinimumWidth(rv->totalMinimumSize().width() + style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 2);
+  right->installEventFilter(this);  // its layout asks for a new size: refit
+  side_scroll_->viewport()->installEventFilter(this);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
   slider_->setEnabled(false);
@@ -258,9 +274,26 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
 }
 
 bool MemoryView::eventFilter(QObject* watched, QEvent* e) {
+  if (side_scroll_ && ((watched == side_ && e->type() == QEvent::LayoutRequest) ||
+                       (watched == side_scroll_->viewport() && e->type() == QEvent::Resize)))
+    fit_side_content();
   if (watched == charts_split_ && e->type() == QEvent::Resize && !charts_split_dragged_)
     QTimer::singleShot(0, this, [this] { share_charts_split(); });  // after the splitter's own layout
   return QWidget::eventFilter(watched, e);
+}
+
+int side_content_height(QWidget* content, int width, int viewport_height) {
+  QLayout* l = content->layout();
+  if (!l) return viewport_height;
+  const int least = l->hasHeightForWidth() ? l->totalMinimumHeightForWidth(width) : l->totalMinimumSize().height();
+  return std::max(viewport_height, least);
+}
+
+void MemoryView::fit_side_content() {
+  QWidget* vp = side_scroll_->viewport();
+  const int w = std::max(vp->width(), side_->layout()->totalMinimumSize().width());
+  const QSize want(w, side_content_height(side_, w, vp->height()));
+  if (side_->size() != want) side_->resize(want);
 }
 
 std::array<int, 4> memory_split_sizes(int height, int map_pane_min, int map_pane_wants) {

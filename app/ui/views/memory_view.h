@@ -93,6 +93,13 @@ inline constexpr int kMemoryMapMinPx = 160;
 /// 286, 250}.
 std::array<int, 4> memory_split_sizes(int height, int map_pane_min, int map_pane_wants);
 
+/// The height (px) the Memory page's right pane (the clicked block, the stacks, the settings,
+/// the replay) gives its `content` at `width` px in a viewport `viewport_height` px high: the
+/// viewport's, or more where the content's layout needs more at that width, each word-wrapped
+/// label at its height for the width (QLayout::totalMinimumHeightForWidth), the rest at their
+/// minimum. The pane scrolls past the viewport; no two of its widgets overlap.
+int side_content_height(QWidget* content, int width, int viewport_height);
+
 class MemoryView;
 /// What a screenshot (embedscope-ui SESSION.db --screenshot) shows of the Memory pages on screen:
 /// for each visible MemoryView under `root`, once its history is in, the Replay run at its
@@ -122,6 +129,9 @@ class MemoryView : public QWidget {
   void show_for_report();
   /// The splitter between the charts (left) and the details, stacks and replay (right).
   QSplitter* splitter() { return split_; }
+  /// The right pane's scroll area (its widget: the clicked block, the stacks, the settings and
+  /// the replay, sized by side_content_height).
+  QScrollArea* side_scroll() { return side_scroll_; }
   /// The scroll area of the segment/block map (map() is its widget).
   QScrollArea* map_scroll() { return map_scroll_; }
   BlockMap* map() { return map_; }
@@ -158,12 +168,15 @@ class MemoryView : public QWidget {
   void fill_fragmentation();
   void fill_stacks();
   void fit_side_pane();
+  void fit_side_content();
   std::shared_ptr<const sessions::SessionReader> session_;
   std::vector<sessions::MemoryCounter> counters_;
   std::vector<sessions::MemorySnapshot> snapshots_;
   QComboBox *rank_box_, *snapshot_box_;
   QLabel* summary_;
   QSplitter* split_ = nullptr;
+  QScrollArea* side_scroll_ = nullptr;  // the right pane
+  QWidget* side_ = nullptr;             // its content
   QSplitter* charts_split_ = nullptr;  // left: the timelines, the fragmentation charts, the map's pane
   bool charts_split_dragged_ = false;  // the user set its shares
   bool report_ = false;  // show_for_report was called: the right pane follows its tables
