@@ -33,7 +33,7 @@ namespace {
 
 QRect in(QWidget* w, QWidget* root) { return QRect(w->mapTo(root, QPoint(0, 0)), w->size()); }
 
-// The visible widgets laid out in `parent` (its direct children), with their object class.
+// The visible widgets laid out in `parent` (its direct children).
 std::vector<QWidget*> laid_out(QWidget* parent) {
   std::vector<QWidget*> out;
   for (QWidget* w : parent->findChildren<QWidget*>(Qt::FindDirectChildrenOnly))
