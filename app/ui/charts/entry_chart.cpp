@@ -48,6 +48,23 @@ int EntryChart::column_at(double x) const {
   return std::min(n - 1, static_cast<int>((x - r.left()) / r.width() * static_cast<double>(n)));
 }
 
+std::vector<EntryChart::YTick> EntryChart::y_ticks() const {
+  std::vector<YTick> out;
+  if (!history_ || column_count() == 0) return out;
+  const QRectF r = plot_rect();
+  const int64_t bottom = std::max<int64_t>(0, y_bottom());
+  const int64_t top = std::max<int64_t>(bottom + 1, y_top());
+  const double label_h = fontMetrics().height();
+  const double px_per_byte = r.height() / static_cast<double>(top - bottom);
+  int64_t step = byte_tick_step(top - bottom, byte_ticks_);
+  while (static_cast<double>(step) * px_per_byte < label_h + 2 && step < top - bottom) step *= 2;
+  for (int64_t b = (bottom + step - 1) / step * step; b <= top; b += step) {
+    const double y = r.bottom() - static_cast<double>(b - bottom) * px_per_byte;
+    out.push_back({b, QRectF(0, y - label_h / 2, kLeft - 6, label_h), QString::fromStdString(byte_tick_label(b))});
+  }
+  return out;
+}
+
 void EntryChart::refresh() {
   const QRectF r = plot_rect();
   bands_ = QImage(std::max(1, static_cast<int>(r.width())), std::max(1, static_cast<int>(r.height())),
@@ -75,16 +92,15 @@ void EntryChart::paintEvent(QPaintEvent*) {
   p.drawLine(r.bottomLeft(), r.bottomRight());
   p.drawLine(r.bottomLeft(), r.topLeft());
   // byte ticks on y, entry ticks on x
-  const int64_t bottom = std::max<int64_t>(0, y_bottom());
-  const int64_t top = std::max<int64_t>(bottom + 1, y_top());
-  const int64_t ystep = byte_tick_step(top - bottom, byte_ticks_);
-  for (int64_t b = (bottom + ystep - 1) / ystep * ystep; b <= top; b += ystep) {
-    const double y = r.bottom() - static_cast<double>(b - bottom) / static_cast<double>(top - bottom) * r.height();
+  for (const YTick& t : y_ticks()) {
+    const double y = t.label.center().y();
     p.drawLine(QPointF(r.left() - 4, y), QPointF(r.left(), y));
-    p.drawText(QRectF(0, y - 8, kLeft - 6, 16), Qt::AlignRight | Qt::AlignVCenter, QString::fromStdString(byte_tick_label(b)));
+    p.drawText(t.label, Qt::AlignRight | Qt::AlignVCenter, t.text);
   }
   const int64_t n = history_->size();
-  const int64_t xstep = count_tick_step(n, 8);
+  // as many entry labels as fit side by side, at most 8 (the widest label is the last entry's)
+  const int x_fit = static_cast<int>(r.width() / (fontMetrics().horizontalAdvance(QString::number(n)) + 16));
+  const int64_t xstep = count_tick_step(n, std::clamp(x_fit, 1, 8));
   for (int64_t e = 0; e < n; e += xstep) {
     const double x = r.left() + static_cast<double>(e) / static_cast<double>(n) * r.width();
     p.drawLine(QPointF(x, r.bottom()), QPointF(x, r.bottom() + 4));

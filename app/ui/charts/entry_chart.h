@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "embedscope/sessions/analysis/memory_analysis.h"
 
@@ -26,6 +27,18 @@ class EntryChart : public QWidget {
   /// as many lines tall as the title wraps into at that width (at least one line, 20 px): a
   /// title wider than the chart is wrapped, not cut ("...; click: th", tester46 F15).
   QRectF title_rect() const;
+  /// A tick of the byte (y) axis as painted: its bytes, the label's rect (widget px) and the
+  /// label.
+  struct YTick {
+    int64_t bytes;
+    QRectF label;
+    QString text;
+  };
+  /// The byte axis's ticks: a power of two bytes apart (byte_tick_step), at most about
+  /// `byte_ticks_` intervals, and at least a label's height + 2 px apart, doubling the step until
+  /// they are - so their labels never overlap at any height (tester59 F8: 0..20 MiB in 4 MiB steps
+  /// on a 60 px axis overlapped). Empty without a history.
+  std::vector<YTick> y_ticks() const;
   /// The pixel column's index (0 .. column_count() - 1) under widget x, or -1 outside the plot.
   int column_at(double x) const;
 

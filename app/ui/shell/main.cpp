@@ -603,6 +603,7 @@ int main(int argc, char** argv) {
     QApplication::processEvents();
     embedscope::ui::wait_for_analyses(&w);  // what the analyses found, not "computing ..."
     QApplication::processEvents();
+    embedscope::ui::finish_shown_memory_pages(&w);  // a Memory page's replay rows, as --report shows them
     try {  // shots/a.png in an empty folder makes shots/, as `embedscope run -o` makes its folder
       embedscope::engine::make_output_folder(screenshot.toStdString(), "--screenshot");
     } catch (const embedscope::engine::SpecError& e) {

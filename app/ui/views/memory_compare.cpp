@@ -42,6 +42,14 @@ QString step_name(int64_t step) {
   return step < 0 ? QString("the warm-up (before measured step 0)") : QString("step %1").arg(step);
 }
 
+QString oom_legend_entry(const QString& name, const std::vector<int64_t>& oom_steps) {
+  if (oom_steps.empty()) return name;
+  QStringList when;
+  for (int64_t step : oom_steps)
+    if (!when.contains(step_name(step))) when << step_name(step);
+  return QString("%1: OOM in %2").arg(name, when.join(", "));
+}
+
 QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step) {
   if (shown.reason == "oom") return QString("the layout at its OOM in %1").arg(step_name(shown.step));
   if (shown.step == step) return QString("snapshot of %1").arg(step_name(step));
@@ -202,19 +210,18 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
     a->setName(same_[i] >= 0 ? QString("%1 = %2").arg(label, entries_[static_cast<size_t>(same_[i])].s.label) : label);
     add(reserved, "reserved", Qt::DashLine, false)->removeFromLegend();
     add(frag, "fragmentation %", Qt::DotLine, true)->removeFromLegend();
-    for (const auto& s : entries_[i].snapshots)  // OOM markers
+    // OOM markers: a line in the session's colour, said in its legend entry (a text in the
+    // chart covered the lines: "caching: OOM at step -1" over the allocated line)
+    std::vector<int64_t> oom_steps;
+    for (const auto& s : entries_[i].snapshots)
       if (s.rank == rank && s.reason == "oom") {
         auto* line = new QCPItemStraightLine(plot_);
         line->point1->setCoords(static_cast<double>(s.step), 0);
         line->point2->setCoords(static_cast<double>(s.step), 1);
         line->setPen(QPen(color, 2));
-        auto* text = new QCPItemText(plot_);
-        text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-        text->position->setType(QCPItemPosition::ptAxisRectRatio);
-        text->position->setCoords(0.01, 0.02 + 0.08 * static_cast<double>(i));
-        text->setText(QString("%1: OOM at step %2").arg(label).arg(s.step));
-        text->setColor(color);
+        oom_steps.push_back(s.step);
       }
+    a->setName(oom_legend_entry(a->name(), oom_steps));
   }
   int64_t lowest = 0;  // steps < 0 are the warm-up's (tester42 F23: "step -1" meant nothing to a user)
   for (const auto& e : entries_)

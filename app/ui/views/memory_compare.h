@@ -32,6 +32,12 @@ const sessions::MemorySnapshot* snapshot_at(const std::vector<sessions::MemorySn
 /// (warm-up steps are stored as negative steps; tester42 F23).
 QString step_name(int64_t step);
 
+/// A session's legend entry in the chart over the steps with its OOMs of the rank shown:
+/// `name` alone without any, else "caching: OOM in the warm-up (before measured step 0)" or
+/// "caching: OOM in step 4" (step_name of each distinct step, in the order given, ", "-joined).
+/// The legend says it rather than a text in the chart, which covered the lines.
+QString oom_legend_entry(const QString& name, const std::vector<int64_t>& oom_steps);
+
 /// When the map shown for `step` was taken, as the map's caption says it: "snapshot of step 19",
 /// "the layout of the warm-up (before measured step 0), unchanged up to step 19" (snapshots are
 /// written only when the layout changed), "the layout at its OOM in step 4".

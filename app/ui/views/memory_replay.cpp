@@ -6,6 +6,8 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QResizeEvent>
+#include <QScrollBar>
 #include <QTableWidget>
 
 #include <algorithm>
@@ -54,9 +56,11 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
       "1 - largest free block / free bytes in the reserved segments, after the first entry at which reserved bytes "
       "reach their peak");
   table_->horizontalHeader()->setStretchLastSection(true);
+  table_->resizeColumnsToContents();  // the headers whole before any row (tester59 F8: "g. at peak reserv")
   table_->verticalHeader()->hide();
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  table_->setMinimumHeight(110);
+  table_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);  // fit_table_height: its rows' height
+  fit_table_height();
   g->addWidget(table_, 4, 0, 1, 3);
   verdicts_->setWordWrap(true);
   verdicts_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -65,6 +69,26 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
   g->addWidget(verdicts_, 5, 0, 1, 3);
   button_->setEnabled(false);
   connect(button_, &QPushButton::clicked, this, &MemoryReplayPanel::replay);
+}
+
+int MemoryReplayPanel::table_height_for(int rows) const {
+  int h = 2 * table_->frameWidth() + table_->horizontalHeader()->sizeHint().height();
+  for (int r = 0; r < table_->rowCount(); ++r) h += table_->rowHeight(r);
+  h += std::max(0, rows - table_->rowCount()) * table_->verticalHeader()->defaultSectionSize();
+  // the columns wider than the viewport: the horizontal scroll bar under the rows
+  if (table_->horizontalHeader()->length() > table_->width() - 2 * table_->frameWidth())
+    h += table_->horizontalScrollBar()->sizeHint().height();
+  return h;
+}
+
+void MemoryReplayPanel::fit_table_height() {
+  const int h = table_height_for(std::max(2, table_->rowCount()));  // two rows before a replay: the default settings'
+  if (table_->height() != h || table_->minimumHeight() != h) table_->setFixedHeight(h);
+}
+
+void MemoryReplayPanel::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  fit_table_height();  // its scroll bar comes and goes with the width
 }
 
 void MemoryReplayPanel::set_history(std::shared_ptr<const sessions::MemoryHistory> history, int64_t capacity,
@@ -89,6 +113,7 @@ void MemoryReplayPanel::set_history(std::shared_ptr<const sessions::MemoryHistor
   note_->setText(base_note_);
   button_->setEnabled(history_ && history_->size() > 0);
   table_->setRowCount(0);
+  fit_table_height();
   verdicts_->clear();
   verdicts_->hide();
   results_.clear();
@@ -170,6 +195,7 @@ void MemoryReplayPanel::replay() {
           }
         }
         table_->resizeColumnsToContents();
+        fit_table_height();
         QStringList oom_lines;  // replay-memory's "<setting>: <message>" of each that ran out
         for (const auto& x : results_)
           if (x.oom) oom_lines << QString::fromStdString(x.label + ": " + x.oom_message);

@@ -60,6 +60,10 @@ class MemoryReplayPanel : public QWidget {
   void replay();
   const std::vector<engine::ReplayResult>& results() const { return results_; }
   QTableWidget* table() { return table_; }
+  /// The table's height (px) to show its header and `rows` rows whole (its rows' heights as
+  /// laid out, default sections beyond them), and the horizontal scroll bar where its columns
+  /// are wider than it. The table is held at this height for its rows (two before a replay).
+  int table_height_for(int rows) const;
   /// Under the table: each setting that runs out of memory with the whole message `embedscope
   /// replay-memory` prints for it ("caching: out of memory at entry 4: ..."), one a line; hidden
   /// when none does. The table's result column says only where (its tooltip the rest), and a
@@ -75,7 +79,11 @@ class MemoryReplayPanel : public QWidget {
   QLabel* note() { return note_; }
   AnalysisJob* job() { return job_; }
 
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+
  private:
+  void fit_table_height();
   std::shared_ptr<const sessions::MemoryHistory> history_;
   QCheckBox *caching_, *expandable_;
   QDoubleSpinBox *max_split_mib_, *capacity_mib_;

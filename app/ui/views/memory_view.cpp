@@ -1,5 +1,7 @@
 #include "views/memory_view.h"
 
+#include <QApplication>
+
 #include <QCheckBox>
 #include <QFrame>
 #include <QComboBox>
@@ -7,9 +9,11 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLayout>
 #include <QScrollArea>
 #include <QSlider>
 #include <QSpinBox>
+#include <QStyle>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QTabWidget>
@@ -31,6 +35,7 @@
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 #include "jobs/analysis_job.h"
+#include "charts/plot_axes.h"
 #include "views/memory_replay.h"
 
 namespace embedscope::ui {
@@ -146,8 +151,8 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   // few value ticks (tester41 #8: eight tick labels crammed into 60 px overlapped)
   frag_plot_->setMinimumSize(320, kMemoryChartMinPx + 30);  // its legend row too
   plot_->setMinimumSize(320, kMemoryChartMinPx + 30);
-  for (QCustomPlot* c : {frag_plot_, plot_})
-    for (QCPAxis* a : {c->yAxis, c->yAxis2}) a->ticker()->setTickCount(4);
+  // and as many as the axis's height leaves apart, titles that fit it (tester59 F8)
+  for (QCustomPlot* c : {frag_plot_, plot_}) keep_axes_readable(c, 4);
   charts_->addTab(frag_plot_, "fragmentation over the trace");
   charts_->addTab(plot_, "by step");
   vsplit->addWidget(charts_);
@@ -191,19 +196,29 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   if (counters_.empty() && ranks.empty())
     lv->addWidget(new QLabel("this session has no memory records (schema version 1)", this));
   // right: the clicked block, the top stacks, the settings, the replay
-  auto* right = new QWidget(split);
+  // in a scroll area of its own, its content as high as its wrapped lines at its width need
+  // (fit_side_content): a layout counts a wrapped label's minimum as one short line, so at
+  // 1280x800 the replay's verdicts were drawn over its table and past the pane's bottom
+  side_scroll_ = new QScrollArea(split);
+  side_scroll_->setObjectName("memory_side_scroll");
+  side_scroll_->setFrameShape(QFrame::NoFrame);
+  side_scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  side_scroll_->setWidgetResizable(false);  // fit_side_content sizes it
+  auto* right = side_ = new QWidget;
   auto* rv = new QVBoxLayout(right);
   rv->setContentsMargins(0, 0, 0, 0);
   details_->setWordWrap(true);
   details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
   details_->setText("click a block on the map: its stack, size, requested size and the entry that made it");
-  details_->setMinimumHeight(120);
   rv->addWidget(details_, 2);
   stacks_table_->setHorizontalHeaderLabels({"held", "bytes", "blocks", "allocating stack (innermost frame; hover: all)"});
   stacks_table_->horizontalHeader()->setStretchLastSection(true);
   stacks_table_->verticalHeader()->hide();
   stacks_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  // its header and two rows at least; more height goes to it first
+  stacks_table_->setMinimumHeight(stacks_table_->horizontalHeader()->sizeHint().height() +
+                                  2 * stacks_table_->verticalHeader()->defaultSectionSize() + 2 * stacks_table_->frameWidth() + 4);
   rv->addWidget(stacks_table_, 3);
   std::string recorded;
   settings_->setText(settings_text(*session_, &recorded));
@@ -211,6 +226,11 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   settings_->setWordWrap(true);
   rv->addWidget(settings_);
   rv->addWidget(replay_, 2);
+  side_scroll_->setWidget(right);
+  // the pane no narrower than its content's least width (the replay's controls), its scroll bar beside it
+  side_scroll_->setMinimumWidth(rv->totalMinimumSize().width() + style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 2);
+  right->installEventFilter(this);  // its layout asks for a new size: refit
+  side_scroll_->viewport()->installEventFilter(this);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
   slider_->setEnabled(false);
@@ -254,9 +274,26 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
 }
 
 bool MemoryView::eventFilter(QObject* watched, QEvent* e) {
+  if (side_scroll_ && ((watched == side_ && e->type() == QEvent::LayoutRequest) ||
+                       (watched == side_scroll_->viewport() && e->type() == QEvent::Resize)))
+    fit_side_content();
   if (watched == charts_split_ && e->type() == QEvent::Resize && !charts_split_dragged_)
     QTimer::singleShot(0, this, [this] { share_charts_split(); });  // after the splitter's own layout
   return QWidget::eventFilter(watched, e);
+}
+
+int side_content_height(QWidget* content, int width, int viewport_height) {
+  QLayout* l = content->layout();
+  if (!l) return viewport_height;
+  const int least = l->hasHeightForWidth() ? l->totalMinimumHeightForWidth(width) : l->totalMinimumSize().height();
+  return std::max(viewport_height, least);
+}
+
+void MemoryView::fit_side_content() {
+  QWidget* vp = side_scroll_->viewport();
+  const int w = std::max(vp->width(), side_->layout()->totalMinimumSize().width());
+  const QSize want(w, side_content_height(side_, w, vp->height()));
+  if (side_->size() != want) side_->resize(want);
 }
 
 std::array<int, 4> memory_split_sizes(int height, int map_pane_min, int map_pane_wants) {
@@ -318,7 +355,7 @@ void MemoryView::show_rank(int rank) {
   plot_->yAxis->setRangeLower(0);
   plot_->yAxis->setRangeUpper(plot_->yAxis->range().upper * 1.1);
   plot_->yAxis2->setVisible(true);
-  plot_->yAxis2->setLabel("fragmentation %");
+  set_label_choices(plot_->yAxis2, fragmentation_label_choices());
   plot_->yAxis2->setRange(0, 100);
   for (const auto& s : snapshots_)  // OOM markers
     if (s.rank == rank && s.reason == "oom") {
@@ -504,6 +541,24 @@ void MemoryView::show_for_report() {
   replay_->replay();
 }
 
+int finish_shown_memory_pages(QWidget* root, int timeout_ms) {
+  int shown = 0;
+  for (MemoryView* view : root->findChildren<MemoryView*>()) {
+    if (!view->isVisible()) continue;
+    wait_for_analyses(view, timeout_ms);  // the history first: the replay needs it
+    view->replay()->replay();  // as its Replay button: the panes keep their widths
+    wait_for_analyses(view, timeout_ms);
+    ++shown;
+  }
+  // the rows and the labels' wrapped heights laid out before the grab: a label's new minimum
+  // height is a new layout, a few rounds deep
+  for (int round = 0; round < 4; ++round) {
+    for (QLayout* l : root->findChildren<QLayout*>()) l->activate();
+    QApplication::processEvents();
+  }
+  return shown;
+}
+
 void MemoryView::fit_side_pane() {
   // each table's columns at their contents' (or header's) width, as resizeColumnsToContents sets them
   auto natural = [](QTableWidget* t) {
@@ -628,9 +683,9 @@ void MemoryView::fill_fragmentation() {
     l->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(0x2c, 0xa0, 0x2c), 9));
   }
   p->xAxis->setLabel("trace entry");
-  p->yAxis->setLabel("MiB");
+  set_label_choices(p->yAxis, {"MiB"});
   p->yAxis2->setVisible(true);
-  p->yAxis2->setLabel("fragmentation %");
+  set_label_choices(p->yAxis2, fragmentation_label_choices());
   // the legend in a row of its own under the chart, not over the lines
   p->legend->setVisible(true);
   p->legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
@@ -656,7 +711,7 @@ void MemoryView::fill_fragmentation() {
   for (int i = 0; i < ox.size(); ++i) late = std::max({late, req[i], lf[i]});
   if (late > 0 && all > 2 * late) {
     p->yAxis->setRange(0, late * 1.1);
-    p->yAxis->setLabel(clipped_scale_label(skip));  // the first entries' peak clipped
+    set_label_choices(p->yAxis, clipped_scale_label_choices(skip));  // the first entries' peak clipped
   }
   p->yAxis2->setRange(0, 100);
   follow_palette(p);
@@ -667,6 +722,15 @@ QString clipped_scale_label(int64_t skip) {
   if (skip <= 1) return "MiB (scaled to entries 1 on: entry 0 clipped)";
   return QString("MiB (scaled to entries %1 on: entries 0-%2, the first 1%, clipped)").arg(skip).arg(skip - 1);
 }
+
+QStringList clipped_scale_label_choices(int64_t skip) {
+  const QString full = clipped_scale_label(skip);
+  const qsizetype colon = full.indexOf(": ");
+  return {full, full.left(colon + 1) + "\n" + full.mid(colon + 2),
+          skip <= 1 ? QString("MiB (entry 0 clipped)") : QString("MiB (entries 0-%1 clipped)").arg(skip - 1), "MiB"};
+}
+
+QStringList fragmentation_label_choices() { return {"fragmentation %", "frag. %", "%"}; }
 
 void MemoryView::fill_stacks() {
   const auto& a = data_.analysis;

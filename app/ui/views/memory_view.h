@@ -65,6 +65,14 @@ MemoryViewData load_memory_view_data(const std::string& path, int32_t rank, int6
 /// entries 9 on: entries 0-8, the first 1%, clipped)"; skip 1: "MiB (scaled to entries 1 on:
 /// entry 0 clipped)" (tester54 F10: "MiB (after entry 9)" did not say what it meant).
 QString clipped_scale_label(int64_t skip);
+/// The titles the fragmentation chart's MiB axis may take where its scale leaves out the first
+/// entries, fullest first (set_label_choices: the first that fits the axis's height): the
+/// clipped_scale_label, the same in two lines (broken after its ':'), "MiB (entry 0 clipped)" /
+/// "MiB (entries 0-8 clipped)", "MiB" (tester59 F8: "MiB (scaled to entries 1 on: entry 0
+/// clippe" on a report's 190 px axis).
+QStringList clipped_scale_label_choices(int64_t skip);
+/// The fragmentation axes' titles, fullest first: "fragmentation %", "frag. %", "%".
+QStringList fragmentation_label_choices();
 
 /// The least height of each chart over the trace on the Memory page (the active and segment
 /// timelines; the fragmentation / by-step charts get 30 px more for their legend row), px; the
@@ -85,6 +93,23 @@ inline constexpr int kMemoryMapMinPx = 160;
 /// 286, 250}.
 std::array<int, 4> memory_split_sizes(int height, int map_pane_min, int map_pane_wants);
 
+/// The height (px) the Memory page's right pane (the clicked block, the stacks, the settings,
+/// the replay) gives its `content` at `width` px in a viewport `viewport_height` px high: the
+/// viewport's, or more where the content's layout needs more at that width, each word-wrapped
+/// label at its height for the width (QLayout::totalMinimumHeightForWidth), the rest at their
+/// minimum. The pane scrolls past the viewport; no two of its widgets overlap.
+int side_content_height(QWidget* content, int width, int viewport_height);
+
+class MemoryView;
+/// What a screenshot (embedscope-ui SESSION.db --screenshot) shows of the Memory pages on screen:
+/// for each visible MemoryView under `root`, once its history is in, the Replay run at its
+/// default settings as its Replay button runs it (and as --report runs it), then waits for its
+/// jobs (wait_for_analyses, up to `timeout_ms` each time) so the image holds the replay's rows,
+/// not an empty table beside the recorded figures (tester59 F8). The panes keep their widths (a
+/// report widens the right one; a screenshot's window is smaller). Returns how many pages it ran;
+/// hidden pages are left as they are. Nothing is replayed on a page without a history.
+int finish_shown_memory_pages(QWidget* root, int timeout_ms = 120000);
+
 class MemoryView : public QWidget {
   Q_OBJECT
 
@@ -104,6 +129,9 @@ class MemoryView : public QWidget {
   void show_for_report();
   /// The splitter between the charts (left) and the details, stacks and replay (right).
   QSplitter* splitter() { return split_; }
+  /// The right pane's scroll area (its widget: the clicked block, the stacks, the settings and
+  /// the replay, sized by side_content_height).
+  QScrollArea* side_scroll() { return side_scroll_; }
   /// The scroll area of the segment/block map (map() is its widget).
   QScrollArea* map_scroll() { return map_scroll_; }
   BlockMap* map() { return map_; }
@@ -140,12 +168,15 @@ class MemoryView : public QWidget {
   void fill_fragmentation();
   void fill_stacks();
   void fit_side_pane();
+  void fit_side_content();
   std::shared_ptr<const sessions::SessionReader> session_;
   std::vector<sessions::MemoryCounter> counters_;
   std::vector<sessions::MemorySnapshot> snapshots_;
   QComboBox *rank_box_, *snapshot_box_;
   QLabel* summary_;
   QSplitter* split_ = nullptr;
+  QScrollArea* side_scroll_ = nullptr;  // the right pane
+  QWidget* side_ = nullptr;             // its content
   QSplitter* charts_split_ = nullptr;  // left: the timelines, the fragmentation charts, the map's pane
   bool charts_split_dragged_ = false;  // the user set its shares
   bool report_ = false;  // show_for_report was called: the right pane follows its tables

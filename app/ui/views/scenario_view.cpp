@@ -14,6 +14,9 @@
 #include <QSlider>
 #include <QStyle>
 #include <QTabWidget>
+#include <QTextBrowser>
+#include <QRegularExpression>
+#include <QUrl>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -32,6 +35,33 @@ namespace embedscope::ui {
 QString breakable(QString text) {
   for (const QChar after : {QChar('_'), QChar('/'), QChar('-'), QChar('.')})
     text.replace(after, QString(after) + QChar(0x200B));
+  return text;
+}
+
+QString link_pages(const QString& paragraph) {
+  static const QRegularExpression page(R"(\b(Figures|Timelines?|Memory|Trade-offs) page\b)");
+  QString out;
+  qsizetype at = 0;
+  for (auto it = page.globalMatch(paragraph); it.hasNext();) {
+    const auto m = it.next();
+    const QString tab = m.captured(1) == "Timeline" ? QString("Timelines") : m.captured(1);
+    out += paragraph.mid(at, m.capturedStart() - at).toHtmlEscaped();
+    out += QString("<a href=\"page:%1\">%2</a>").arg(tab, m.captured(0).toHtmlEscaped());
+    at = m.capturedEnd();
+  }
+  return out + paragraph.mid(at).toHtmlEscaped();
+}
+
+QString page_named_last(const Scenario& scenario) {
+  if (scenario.paragraphs.empty()) return {};
+  static const QRegularExpression link(R"re(<a href="page:([^"]+)">)re");
+  const auto m = link.match(link_pages(QString::fromStdString(scenario.paragraphs.back())));
+  return m.hasMatch() ? m.captured(1) : QString();
+}
+
+QString explanation_html(const Scenario& scenario) {
+  QString text = "<h3>" + QString::fromStdString(scenario.title).toHtmlEscaped() + "</h3>";
+  for (const auto& p : scenario.paragraphs) text += "<p>" + link_pages(QString::fromStdString(p)) + "</p>";
   return text;
 }
 
@@ -150,17 +180,21 @@ ScenarioView::ScenarioView(Scenario scenario, QWidget* parent)
   auto* side = new QWidget(this);
   auto* right = new QVBoxLayout(side);
   right->setContentsMargins(0, 0, 0, 0);
-  QString text = "<h3>" + QString::fromStdString(scenario_.title).toHtmlEscaped() + "</h3>";
-  for (const auto& p : scenario_.paragraphs) text += "<p>" + QString::fromStdString(p).toHtmlEscaped() + "</p>";
-  auto* explanation = new QLabel(text, side);
-  explanation->setWordWrap(true);
-  explanation->setAlignment(Qt::AlignTop | Qt::AlignLeft);
-  explanation->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  auto* scroll = new QScrollArea(side);
-  scroll->setWidget(explanation);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
-  right->addWidget(scroll, 1);
+  // a text browser wraps its text in its own viewport, beside its scroll bar at any width (a
+  // QLabel in a scroll area was laid out wider than the viewport: every line cut at the right)
+  explanation_ = new QTextBrowser(side);
+  explanation_->setObjectName("scenario_explanation");
+  explanation_->setFrameShape(QFrame::NoFrame);
+  explanation_->setOpenLinks(false);  // the links open pages of the comparison, not documents
+  explanation_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  explanation_->setLineWrapMode(QTextEdit::WidgetWidth);
+  explanation_->setWordWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
+  explanation_->viewport()->setAutoFillBackground(false);
+  explanation_->setHtml(explanation_html(scenario_));
+  connect(explanation_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    if (url.scheme() == "page") open_page(url.path());
+  });
+  right->addWidget(explanation_, 1);
   auto* runs = new QGroupBox("Runs", side);
   auto* rl = new QVBoxLayout(runs);
   for (size_t i = 0; i < scenario_.runs.size(); ++i) {
@@ -202,6 +236,17 @@ ScenarioView::ScenarioView(Scenario scenario, QWidget* parent)
   side->setMinimumWidth(300);
   layout->addWidget(side, 1);
   load_play();
+}
+
+bool ScenarioView::open_page(const QString& name) {
+  if (!compare_ || name.isEmpty()) return false;
+  QTabWidget* pages = compare_->pages();
+  for (int i = 0; i < pages->count(); ++i)
+    if (pages->tabText(i) == name) {
+      pages->setCurrentIndex(i);
+      return true;
+    }
+  return false;
 }
 
 QString ScenarioView::open_run_session(size_t index, const QString& path) {
@@ -296,6 +341,7 @@ void ScenarioView::rebuild() {
       compare_->pages()->addTab(tradeoffs_, "Trade-offs");
       compare_->pages()->setCurrentWidget(tradeoffs_);
     }
+    open_page(page_named_last(scenario_));  // "Open the Memory page": the text's last word on where to look
     compare_box_->addWidget(compare_, 1);
   }
   const QSignalBlocker block(play_run_);

@@ -19,6 +19,7 @@ class QComboBox;
 class QLabel;
 class QPushButton;
 class QSlider;
+class QTextBrowser;
 class QTimer;
 class QVBoxLayout;
 
@@ -41,6 +42,18 @@ class TradeoffsView;
 /// Runs pane's 420 px, tester43 F9). "a_b.db" -> "a_\u200Bb.\u200Bdb"; text without them is unchanged.
 QString breakable(QString text);
 
+/// `paragraph` (plain text) as HTML, escaped, each "<Page> page" that names a page of a scenario's
+/// comparison (Figures, Timelines - also "Timeline page" -, Memory, Trade-offs) made a link to it,
+/// href "page:<tab title>": "Open the Memory page: ..." -> "Open the <a href="page:Memory">Memory
+/// page</a>: ...". The scenario tab opens the page when the link is clicked.
+QString link_pages(const QString& paragraph);
+/// The page the last paragraph of the scenario's explanation links (link_pages; its first link):
+/// the page the text ends by sending the reader to ("Open the Memory page" -> "Memory"), which the
+/// tab opens once its runs' sessions are open; "" when the last paragraph names no page.
+QString page_named_last(const Scenario& scenario);
+/// The explanation as the tab shows it: the title as <h3>, each paragraph a <p> with link_pages.
+QString explanation_html(const Scenario& scenario);
+
 class ScenarioView : public QWidget {
   Q_OBJECT
 
@@ -60,6 +73,12 @@ class ScenarioView : public QWidget {
   /// page, for a scenario whose runs store their tables differently (runs_differ_in_table_storage,
   /// e.g. compression); nullptr for other scenarios and while no run is open.
   TradeoffsView* tradeoffs() { return tradeoffs_; }
+  /// The explanation (explanation_html): a text browser that wraps its lines inside its
+  /// viewport, whose page links (link_pages) open pages of the comparison.
+  QTextBrowser* explanation() { return explanation_; }
+  /// Makes the comparison's page whose tab reads `name` ("Memory") the current one; false when
+  /// no run is open or there is no such page.
+  bool open_page(const QString& name);
   /// The play control: the ops of the played step and the current position. The order
   /// (sessions::play_order) is found off the GUI thread whenever the played run or the
   /// comparison changes: empty until play_job() is no longer busy.
@@ -92,6 +111,7 @@ class ScenarioView : public QWidget {
   TradeoffsView* tradeoffs_ = nullptr;  // a page of compare_
   bool storage_differs_ = false;  // runs_differ_in_table_storage(scenario_)
   QLabel* placeholder_;
+  QTextBrowser* explanation_ = nullptr;
   QComboBox* play_run_;
   QPushButton *back_, *play_button_, *forward_;
   QSlider* slider_;
