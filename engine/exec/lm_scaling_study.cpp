@@ -143,15 +143,28 @@ std::vector<LmScalingPoint> run_lm_scaling_study(const LmWorkloadSpec& base, con
     if (!p.error.empty()) p.session_path.clear();
     return p;
   };
-  std::vector<LmScalingPoint> out;
-  for (LmSharding type : o.shardings)
-    for (int gpus : sizes) out.push_back(run_point(type, gpus));
-  const auto baseline = lm_scaling_baseline(out);
-  for (LmScalingPoint& p : out) {
-    if (p.error.empty() && baseline && baseline->tokens_per_s_per_gpu > 0)
-      p.scaling_efficiency = p.tokens_per_s / p.gpus / baseline->tokens_per_s_per_gpu;
-    if (o.on_point) o.on_point(p);
+  // The baseline first (the smallest size for every type, and the next while none ran), then the
+  // points type-major, each handed out as soon as the points before it were, so that a long
+  // study prints its rows as they come (a 1,024-GPU point times 1,024 rank programs)
+  const size_t types = o.shardings.size();
+  std::vector<std::optional<LmScalingPoint>> slot(types * sizes.size());  // type-major
+  const auto at = [&](size_t type, size_t size) -> std::optional<LmScalingPoint>& { return slot[type * sizes.size() + size]; };
+  std::optional<LmScalingBaseline> baseline;
+  for (size_t g = 0; g < sizes.size() && !baseline; ++g) {
+    std::vector<LmScalingPoint> here;
+    for (size_t k = 0; k < types; ++k) here.push_back(*(at(k, g) = run_point(o.shardings[k], sizes[g])));
+    baseline = lm_scaling_baseline(here);
   }
+  std::vector<LmScalingPoint> out;
+  for (size_t k = 0; k < types; ++k)
+    for (size_t g = 0; g < sizes.size(); ++g) {
+      if (!at(k, g)) at(k, g) = run_point(o.shardings[k], sizes[g]);
+      LmScalingPoint p = std::move(*at(k, g));
+      if (p.error.empty() && baseline && baseline->tokens_per_s_per_gpu > 0)
+        p.scaling_efficiency = p.tokens_per_s / p.gpus / baseline->tokens_per_s_per_gpu;
+      if (o.on_point) o.on_point(p);
+      out.push_back(std::move(p));
+    }
   return out;
 }
 

@@ -68,6 +68,22 @@ int cmd_scaling_lm(WorkloadArgs& a, const LmScalingArgs& s) {
   o.cancel = &cancel_on_sigint_or_sigterm("\ncancelling after the current point (Ctrl-C again stops at once)\n");
   const es::HardwareProfile hw = simulate_profile(a);
   const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
+  if (!s.json) {  // the header with the first point (a study refused before any point prints its error only)
+    const std::string header =
+        fmt::format("scaling study: {} (lm_embedding {} x {}, sequence {} x micro batch {}) on simulated {} ({} GPU{} per "
+                    "node); vocab_parallel: one tensor-parallel group, every GPU reads the same {} tokens a step (strong "
+                    "scaling); data_parallel and row_wise: {} tokens per GPU per step (weak scaling)\n",
+                    spec.name, spec.vocab_size, spec.hidden_size, spec.sequence_length, spec.micro_batch_size, hw.name,
+                    per_node, per_node == 1 ? "" : "s", spec.tokens_per_micro_batch(), spec.tokens_per_micro_batch()) +
+        fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>10} {:>8} {:>9} {:>7} {:>11} {:>10} {:>11}\n", "sharding", "GPUs",
+                    "nodes", "step", "tokens/s", "per GPU", "scaling", "emb comm", "comm", "wire/step", "B/token",
+                    "memory/GPU");
+    o.on_point = [header, printed = false](const es::LmScalingPoint& p) mutable {
+      if (!printed) std::cout << header;
+      printed = true;
+      std::cout << point_row(p) << std::endl;  // each row as it comes: a 1,024-GPU point takes seconds
+    };
+  }
   const auto points = es::run_lm_scaling_study(spec, o);
   const auto failed = std::find_if(points.begin(), points.end(), [](const es::LmScalingPoint& p) { return p.write_failed; });
   const auto write_failure = [&] {
@@ -84,16 +100,6 @@ int cmd_scaling_lm(WorkloadArgs& a, const LmScalingArgs& s) {
     std::cout << dump(j) << "\n";
     return failed != points.end() ? write_failure() : 0;
   }
-  std::cout << fmt::format(
-      "scaling study: {} (lm_embedding {} x {}, sequence {} x micro batch {}) on simulated {} ({} GPU{} per node); "
-      "vocab_parallel: one tensor-parallel group, every GPU reads the same {} tokens a step (strong scaling); "
-      "data_parallel and row_wise: {} tokens per GPU per step (weak scaling)\n",
-      spec.name, spec.vocab_size, spec.hidden_size, spec.sequence_length, spec.micro_batch_size, hw.name, per_node,
-      per_node == 1 ? "" : "s", spec.tokens_per_micro_batch(), spec.tokens_per_micro_batch());
-  std::cout << fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>10} {:>8} {:>9} {:>7} {:>11} {:>10} {:>11}\n", "sharding",
-                           "GPUs", "nodes", "step", "tokens/s", "per GPU", "scaling", "emb comm", "comm", "wire/step",
-                           "B/token", "memory/GPU");
-  for (const auto& p : points) std::cout << point_row(p) << "\n";
   const auto baseline = es::lm_scaling_baseline(points);
   std::cout << (baseline ? fmt::format("scaling: tokens/s per GPU over the baseline, the best at the smallest size any "
                                        "type ran: {} at {} GPU{}, {} tokens/s per GPU (one baseline for every type; "

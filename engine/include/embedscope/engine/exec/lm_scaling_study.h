@@ -97,7 +97,10 @@ std::string lm_gpu_memory_refusal(const LmWorkloadSpec& spec, int64_t device_byt
 /// Runs the study: for each type in options order, each size ascending, `spec` with world_size =
 /// gpus, sharding = type (sequence_parallel for vocab_parallel when asked), timed by
 /// simulate_lm_step with min(gpus, gpus per node) GPUs a node (plan's node shape), its memory
-/// estimate checked against the profile's device memory. Returned type-major with efficiencies.
+/// estimate checked against the profile's device memory. The smallest size runs for every type
+/// first (and the next while none ran: the baseline), then the rest type-major; returned and
+/// handed to on_point type-major, sizes ascending, each with its efficiency, as soon as the
+/// points before it were.
 /// Throws SpecError for an unknown profile, an empty or out-of-range gpus list, no sharding
 /// type, sizes that are not whole nodes, or an existing session without `overwrite`; a point
 /// refused by the workload's rules or memory is kept with its error. O(points x ranks x ops).
