@@ -44,6 +44,8 @@ constexpr FigureInfo kFigures[] = {
     {"imbalance: lookup time (max/mean)", "lookup_time_max_over_mean"},
     {"loss (last measured step)", "loss_last_step"},
     {"held-out AUC", "held_out_auc"},
+    {"bytes sent per step (all ranks)", "wire_bytes_per_step"},
+    {"bytes sent per token (all ranks, split checks left out)", "wire_bytes_per_token"},
 };
 static_assert(std::size(kFigures) == kCompareFigureCount);
 
@@ -105,8 +107,28 @@ std::optional<double> compare_value(const ComparedSession& s, CompareFigure f) {
     case CompareFigure::LookupTimeImbalance:
       return st.has_load ? st.lookup_time_max_over_mean : std::nullopt;  // nullopt: not recorded ("-")
     case CompareFigure::Loss: return st.loss.empty() ? std::nullopt : std::optional<double>(st.loss.back());
+    case CompareFigure::WireBytesPerStep:
+    case CompareFigure::WireBytesPerToken: {
+      if (s.wire.bytes_unknown || steps <= 0) return std::nullopt;
+      int64_t sent = 0;
+      for (const auto& rk : st.ranks) sent += rk.bytes_sent;
+      if (f == CompareFigure::WireBytesPerStep) return static_cast<double>(sent) / steps;
+      if (s.rate.unit != "tokens" || s.rate.per_step <= 0) return std::nullopt;
+      return static_cast<double>(sent - s.wire.split_check_bytes) / (steps * static_cast<double>(s.rate.per_step));
+    }
     default: return std::nullopt;
   }
+}
+
+WireFacts wire_facts(const SessionReader& session, const RunStats& stats) {
+  WireFacts w;
+  w.bytes_unknown = collective_bytes_unknown(session);
+  std::set<int64_t> counted;  // the steps analyze counts the bytes of
+  for (const auto& t : stats.per_step)
+    if (!t.drain) counted.insert(t.step);
+  for (const auto& c : session.collectives())
+    if (c.step >= 0 && counted.count(c.step) && c.name.ends_with("/split_check")) w.split_check_bytes += c.bytes_sent;
+  return w;
 }
 
 std::string compare_value_text(CompareFigure f, double v, const std::string& unit) {
@@ -119,11 +141,17 @@ std::string compare_value_text(CompareFigure f, double v, const std::string& uni
       return (v < 0 ? "-" : "") + format_bytes(static_cast<int64_t>(std::abs(v)));
     case CompareFigure::Loss: return fmt::format("{:.5f}", v);  // fp16 vs fp32 moves the 4th decimal
     case CompareFigure::HeldOutAuc: return fmt::format("{:.4f}", v);
+    case CompareFigure::WireBytesPerStep:  // a mean over steps: whole bytes
+      return (v < 0 ? "-" : "") + format_bytes(std::llround(std::abs(v)));
+    case CompareFigure::WireBytesPerToken: return fmt::format("{:.1f} B", v);
     default: return fmt::format("{:.2f}", v);
   }
 }
 
 std::string compare_cell_text(const ComparedSession& s, CompareFigure f) {
+  if ((f == CompareFigure::WireBytesPerStep || f == CompareFigure::WireBytesPerToken) && s.wire.bytes_unknown &&
+      s.stats.steps > 0)
+    return "unknown";  // an imported trace's collectives without sizes: not 0 B
   const auto v = compare_value(s, f);
   return v ? compare_value_text(f, *v, s.rate.unit) : std::string("-");
 }
@@ -167,7 +195,8 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
   // "-0.000003 (-0.0004 %)"
   const int decimals = f == CompareFigure::Loss ? 5 : f == CompareFigure::HeldOutAuc ? 4 : 2;
   const bool fixed = !is_duration(f) && !is_percent(f) && f != CompareFigure::Throughput &&
-                     f != CompareFigure::PeakAllocated && f != CompareFigure::PeakReserved;
+                     f != CompareFigure::PeakAllocated && f != CompareFigure::PeakReserved &&
+                     f != CompareFigure::WireBytesPerStep && f != CompareFigure::WireBytesPerToken;
   if (reads_zero && fixed && *d.diff != 0 &&
       compare_value_text(f, *a, base.rate.unit) != compare_value_text(f, *b, base.rate.unit)) {
     int more = decimals + 1;

@@ -105,7 +105,8 @@ int cmd_compare(const CompareState& st) {
     const ss::SessionReader& r = *readers.back();
     ss::RunStats stats = ss::analyze(r);
     const ss::SessionRate rate = engine::throughput_of(r, stats);
-    cs.push_back({std::move(stats), rate, r.meta(ss::meta::kImported) == "1", ss::hta_overlap_pct(r)});
+    const ss::WireFacts wire = ss::wire_facts(r, stats);  // the bytes-on-the-wire rows
+    cs.push_back({std::move(stats), rate, r.meta(ss::meta::kImported) == "1", ss::hta_overlap_pct(r), wire});
     // an imported memory snapshot whose program ran out of memory: how stats says it ended (tester52 F9)
     recorded_oom.push_back(ss::recorded_oom_text(r));
   }
@@ -171,6 +172,9 @@ int cmd_compare(const CompareState& st) {
                                // the units (samples, tokens) a step trains: throughputs of unlike work
                                // are not marked within noise (tester52 F2)
                                {"units_per_step", s.rate.per_step > 0 ? json(s.rate.per_step) : json()},
+                               // the wire figures' null: collectives recorded without bytes (an import)
+                               {"collective_bytes_unknown", s.wire.bytes_unknown},
+                               {"split_check_bytes", s.wire.split_check_bytes},
                                {"figures", figures},
                                {"ranks", ranks}});
     }

@@ -19,6 +19,7 @@
 #include "embedscope/sessions/model/units.h"
 #include "interrupt.h"
 #include "output/output.h"
+#include "scaling_lm.h"
 #include "workload_args.h"
 
 namespace embedscope::cli {
@@ -39,6 +40,7 @@ struct ScalingState {
   std::string output;
   bool json = false;
   bool overwrite = false;
+  CLI::Option* shardings_option = nullptr;  // given or not: an lm_embedding workload has its own default
 };
 
 std::string point_row(const es::ScalingPoint& p) {
@@ -57,6 +59,9 @@ int cmd_scaling(ScalingState& s) {
     throw es::SpecError("--simulate PROFILE is required: the study runs on modelled clusters (e.g. --simulate h100_sxm)");
   refuse_hidden_workload_options(a, kScalingSets,
                                  "the scaling study sets it for every point (use --gpus, --gpus-per-node, --shardings)");
+  if (is_lm_args(a))  // an lm_embedding workload: its own study (exec/lm_scaling_study.h)
+    return cmd_scaling_lm(a, {s.gpus, s.shardings_option->count() > 0 ? s.shardings : std::vector<std::string>{},
+                              s.output, s.overwrite, s.json});
   const es::WorkloadSpec spec = load(a);
   es::ScalingStudyOptions o;
   o.hardware = a.simulate;
@@ -154,7 +159,8 @@ Command add_scaling_command(CLI::App& app) {
   auto s = std::make_shared<ScalingState>();
   auto* cmd = app.add_subcommand("scaling",
                                  "A scaling study on simulated clusters: one workload over growing GPU counts per sharding "
-                                 "type (step time, throughput, scaling efficiency, embedding comm share, memory per GPU)");
+                                 "type (step time, throughput, scaling efficiency, embedding comm share, bytes on the "
+                                 "wire, memory per GPU); DLRM and lm_embedding workloads");
   add_workload_options(cmd, s->args);
   hide_workload_options(cmd, s->args, kScalingSets);
   cmd->add_option("--gpus", s->gpus, "Cluster sizes, comma-separated (default 8,16,32,64,128,256,512,1024)")
@@ -162,9 +168,11 @@ Command add_scaling_command(CLI::App& app) {
       ->allow_extra_args(false)  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
       ->check(kInteger)
       ->check(CLI::Range(1, es::kMaxSimulatedRanks));
-  cmd->add_option("--shardings", s->shardings,
-                  "Sharding types, comma-separated, each applied to every table (default table_wise,row_wise,table_row_wise)")
-      ->delimiter(',')
+  s->shardings_option =
+      cmd->add_option("--shardings", s->shardings,
+                      "Sharding types, comma-separated, each applied to every table (default table_wise,row_wise,"
+                      "table_row_wise; lm_embedding workloads: vocab_parallel,data_parallel,row_wise)");
+  s->shardings_option->delimiter(',')
       ->allow_extra_args(false);  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
   cmd->add_option("-o,--output", s->output, "Write each point's simulated session to DIR/<sharding>_<gpus>.db");
   cmd->add_flag("--force-overwrite", s->overwrite, "Replace the sessions of an earlier study in the -o directory");

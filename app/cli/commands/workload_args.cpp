@@ -22,7 +22,7 @@ namespace embedscope::cli {
 namespace es = embedscope::engine;
 
 std::string preset_list_text() {
-  return fmt::format("{}; lm_embedding (run, plan and program only): {}", fmt::join(es::preset_names(), ", "),
+  return fmt::format("{}; lm_embedding (run, plan, program and scaling only): {}", fmt::join(es::preset_names(), ", "),
                      fmt::join(es::lm_preset_names(), ", "));
 }
 
@@ -291,11 +291,11 @@ es::WorkloadSpec load(WorkloadArgs& a) {
       throw es::SpecError(fmt::format("--preset {}: unknown; known presets: {}", a.preset, preset_list_text()));
   }
   if (!a.file.empty() && !a.preset.empty()) throw es::SpecError("give either a workload file or --preset, not both");
-  // run, plan and program read lm_embedding workloads themselves; the other commands would misread
+  // run, plan, program and scaling read lm_embedding workloads themselves; the other commands would misread
   // one as a DLRM workload (an unknown key, an unknown preset: tester33 D7)
   if (is_lm_args(a))
     throw es::SpecError(fmt::format("{}: an lm_embedding workload (\"model\": \"lm_embedding\"); this command reads DLRM "
-                                    "workloads (pooled embedding bags) - run, plan and program take lm_embedding ones",
+                                    "workloads (pooled embedding bags) - run, plan, program and scaling take lm_embedding ones",
                                     !a.file.empty() ? a.file : "preset " + a.preset));
   es::WorkloadSpec spec = !a.file.empty() ? es::load_workload_file(a.file)
                                           : es::load_preset(a.preset.empty() ? kDefaultPreset : a.preset);

@@ -127,7 +127,7 @@ void refuse_hidden_workload_options(const WorkloadArgs& a, const std::vector<std
 
 /// The built-in presets as every command lists them (its --help, an empty or unknown --preset;
 /// tester46 F3: the empty case named the DLRM ones only): "criteo_kaggle, ..., tiny; lm_embedding
-/// (run, plan and program only): gpt2_small_embedding, ...".
+/// (run, plan, program and scaling only): gpt2_small_embedding, ...".
 std::string preset_list_text();
 
 /// Loads the workload (file, --preset or kDefaultPreset), applies the flags, validates, and

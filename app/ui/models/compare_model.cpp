@@ -10,6 +10,8 @@ static_assert(static_cast<int>(CompareModel::HostExposedComm) == static_cast<int
 static_assert(static_cast<int>(CompareModel::HtaOverlap) == static_cast<int>(sessions::CompareFigure::HtaOverlap));
 static_assert(static_cast<int>(CompareModel::LookupTimeImbalance) ==
               static_cast<int>(sessions::CompareFigure::LookupTimeImbalance));
+static_assert(static_cast<int>(CompareModel::WireBytesPerStep) == static_cast<int>(sessions::CompareFigure::WireBytesPerStep));
+static_assert(static_cast<int>(CompareModel::WireBytesPerToken) == static_cast<int>(sessions::CompareFigure::WireBytesPerToken));
 
 CompareModel::CompareModel(std::vector<QString> labels, std::vector<sessions::RunStats> stats, std::vector<SessionThroughput> rates,
                            QObject* parent)
@@ -37,6 +39,21 @@ void CompareModel::set_hta_overlaps(const std::vector<std::optional<double>>& ov
 bool CompareModel::has_hta_overlap() const {
   for (const auto& s : sessions_)
     if (s.hta_overlap_pct) return true;
+  return false;
+}
+
+void CompareModel::set_wire_facts(const std::vector<sessions::WireFacts>& facts) {
+  if (facts.size() != sessions_.size())
+    throw std::invalid_argument("CompareModel: " + std::to_string(facts.size()) + " wire facts for " +
+                                std::to_string(sessions_.size()) + " sessions");
+  beginResetModel();
+  for (size_t i = 0; i < facts.size(); ++i) sessions_[i].wire = facts[i];
+  endResetModel();
+}
+
+bool CompareModel::has_tokens() const {
+  for (const auto& s : sessions_)
+    if (s.rate.unit == "tokens") return true;
   return false;
 }
 

@@ -29,7 +29,8 @@ class CompareModel : public QAbstractTableModel {
 
  public:
   enum Figure { StepMean, StepP50, StepP99, StepMin, StepMax, Throughput, ExposedComm, HostExposedComm, GpuBusy, Overlap, HtaOverlap, PeakAllocated,
-                PeakReserved, LookupImbalance, LookupTimeImbalance, Loss, HeldOutAuc, FigureCount };
+                PeakReserved, LookupImbalance, LookupTimeImbalance, Loss, HeldOutAuc, WireBytesPerStep, WireBytesPerToken,
+                FigureCount };
   /// `rates`: each session's throughput (throughput_of), one per stats entry; empty means every
   /// session's samples_per_s in samples (DLRM runs). A session whose rate has no unit is taken
   /// for an imported trace (as throughput_of says one). Throws std::invalid_argument when its
@@ -47,6 +48,14 @@ class CompareModel : public QAbstractTableModel {
   void set_hta_overlaps(const std::vector<std::optional<double>>& overlaps);
   /// Whether some session has an HTA overlap (the HtaOverlap row has a value to show).
   bool has_hta_overlap() const;
+  /// Each session's wire facts (sessions::wire_facts: collective bytes unknown, split-check
+  /// bytes), for the rows WireBytesPerStep ("bytes sent per step (all ranks)") and
+  /// WireBytesPerToken; without them a session's bytes are taken as known and no split check is
+  /// left out. Throws std::invalid_argument when the size differs from the sessions'. Call before
+  /// a view shows the model.
+  void set_wire_facts(const std::vector<sessions::WireFacts>& facts);
+  /// Whether some session's throughput is in tokens (the WireBytesPerToken row has a value to show).
+  bool has_tokens() const;
 
  private:
   std::vector<QString> labels_;

@@ -78,6 +78,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
     std::vector<SessionThroughput> rates;
     std::vector<std::string> gpu_lines;
     std::vector<std::optional<double>> hta;  // HTA's comm/comp overlap of an imported trace (tester48 F13)
+    std::vector<sessions::WireFacts> wire;   // the bytes-on-the-wire rows' facts (collective bytes unknown, split checks)
     std::vector<std::string> recorded_oom;   // a snapshot's recorded OOM, as stats heads it (tester52 F9)
   };
   job_->start<Figures>(
@@ -89,6 +90,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
           f.rates.push_back(throughput_of(reader, f.stats.back()));
           f.gpu_lines.push_back(sessions::gpu_run_text(reader, f.stats.back()));
           f.hta.push_back(sessions::hta_overlap_pct(reader));
+          f.wire.push_back(sessions::wire_facts(reader, f.stats.back()));
           f.recorded_oom.push_back(sessions::recorded_oom_text(reader));
         }
         return f;
@@ -98,6 +100,7 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
         status_ = nullptr;
         gpu_lines_ = std::move(f.gpu_lines);
         hta_ = std::move(f.hta);
+        wire_ = std::move(f.wire);
         recorded_oom_ = std::move(f.recorded_oom);
         show_figures(std::move(f.stats), std::move(f.rates));
       },
@@ -245,9 +248,11 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   }
   model_ = new CompareModel(labels, stats, std::move(rates), this);
   if (hta_.size() == sessions.size()) model_->set_hta_overlaps(hta_);
+  if (wire_.size() == sessions.size()) model_->set_wire_facts(wire_);
   auto* table = new QTableView(figures);
   table->setModel(model_);
   table->setRowHidden(CompareModel::HtaOverlap, !model_->has_hta_overlap());  // a row for imported traces only
+  table->setRowHidden(CompareModel::WireBytesPerToken, !model_->has_tokens());  // a row for lm_embedding runs only
   table->verticalHeader()->hide();
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);

@@ -51,6 +51,7 @@ class CompareView : public QWidget {
   std::vector<LabelledSession> sessions_;
   std::vector<std::string> gpu_lines_;  ///< per session: sessions::gpu_run_text, computed with the figures
   std::vector<std::optional<double>> hta_;  ///< per session: sessions::hta_overlap_pct (tester48 F13)
+  std::vector<sessions::WireFacts> wire_;   ///< per session: sessions::wire_facts (the bytes-on-the-wire rows)
   std::vector<std::string> recorded_oom_;  ///< per session: sessions::recorded_oom_text (tester52 F9), "" for most
   AnalysisJob* job_;
   QWidget* figures_ = nullptr;

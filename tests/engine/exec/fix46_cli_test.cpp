@@ -78,7 +78,7 @@ TEST(Fix46PlanHostMemory, CpuPlansSayWhatRunWouldSayOfThisMachine) {
 namespace {
 constexpr const char* kFix46PresetList =
     "known presets: criteo_kaggle, criteo_terabyte_10m, mlperf_dlrm_dcnv2, mlperf_dlrm_dcnv2_scaled, tiny; lm_embedding "
-    "(run, plan and program only): gpt2_small_embedding, llama3_8b_embedding, llama3_8b_embedding_scaled\n";
+    "(run, plan, program and scaling only): gpt2_small_embedding, llama3_8b_embedding, llama3_8b_embedding_scaled\n";
 }  // namespace
 
 TEST(Fix46PresetList, EmptyAndUnknownPresetsAndTheHelpGiveOneList) {
@@ -90,7 +90,7 @@ TEST(Fix46PresetList, EmptyAndUnknownPresetsAndTheHelpGiveOneList) {
   EXPECT_EQ(r.err, std::string("error: --preset nope: unknown; ") + kFix46PresetList);
   r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "inspect-input --help", fix46_plan_dir());
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("lm_embedding (run, plan and program only)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lm_embedding (run, plan, program and scaling only)"), std::string::npos) << r.out;
 }
 
 // tester46 F11: `rebalance` of an lm_embedding session said "not a session Embedscope ran";

@@ -250,7 +250,8 @@ TEST(LmRun, ProgramPrintsTheLmStepAndDlrmOnlyCommandsSaySo) {
   r = cli("program --preset llama3_8b_embedding_scaled --devices 2 --rank 2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--rank 2: the workload has ranks 0 to 1"), std::string::npos) << r.err;
-  for (const char* cmd : {"inspect-input", "scaling --simulate h100_sxm"}) {
+  // (`scaling` takes lm_embedding workloads: tests/engine/exec/lm59_scaling_test.cpp)
+  for (const char* cmd : {"inspect-input"}) {
     r = cli(std::string(cmd) + " --preset llama3_8b_embedding_scaled");
     EXPECT_EQ(r.code, 2) << cmd;
     EXPECT_NE(r.err.find("preset llama3_8b_embedding_scaled: an lm_embedding workload"), std::string::npos)

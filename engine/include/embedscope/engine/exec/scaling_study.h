@@ -149,7 +149,9 @@ struct ScalingStudy {
 ///  when read: absent in studies written before it, read as 0), "session"?}]}
 nlohmann::json to_json(const ScalingStudy& study);
 /// The inverse of to_json. Throws SpecError "<origin>: <JSON pointer>: <reason>" for a missing
-/// or mistyped key, an unknown sharding type, or a point with gpus outside [1, kMaxSimulatedRanks].
+/// or mistyped key, an unknown sharding type, or a point with gpus outside [1, kMaxSimulatedRanks];
+/// for an lm_embedding study ("model": "lm_embedding", exec/lm_scaling_study.h) "<origin>: /model:
+/// an lm_embedding scaling study ...: the workbench's scaling page draws DLRM studies only".
 ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string& origin);
 
 }  // namespace embedscope::engine

@@ -31,6 +31,21 @@ struct SessionRate {
   int64_t per_step = 0;
 };
 
+/// What the bytes-on-the-wire figures need beside a session's analysis (wire_facts).
+struct WireFacts {
+  /// collective_bytes_unknown(session) (analysis.h): an imported trace whose collectives carry
+  /// no byte, so its wire figures read "unknown" (text) / null (JSON), not 0 B.
+  bool bytes_unknown = false;
+  /// The bytes sent by Embedscope's split checks ("<name>/split_check" all-gathers of the split
+  /// sizes before each all-to-all and reduce-scatter), every rank's, over the counted steps (the
+  /// steps of RunStats::per_step not drained): left out of the bytes per token, as `run`, `plan`
+  /// and `scenario` leave them out (Megatron and TorchRec run none).
+  int64_t split_check_bytes = 0;
+};
+/// The wire facts of `session`, whose analysis is `stats` (analyze(session)). Reads the
+/// session's collectives; throws SessionError on an unreadable file.
+WireFacts wire_facts(const SessionReader& session, const RunStats& stats);
+
 /// One session as Compare sees it: its analysis (analyze), its throughput, and whether it was
 /// imported (meta imported = 1: no host-thread figures beside its GPU streams').
 struct ComparedSession {
@@ -41,6 +56,7 @@ struct ComparedSession {
   /// the figure `import` and `stats` print in their GPU kernels table); none for an engine run or
   /// a trace without communication kernels (tester48 F13).
   std::optional<double> hta_overlap_pct = std::nullopt;
+  WireFacts wire = {};  ///< for WireBytesPerStep / WireBytesPerToken (wire_facts)
 };
 
 /// The mean over ranks with communication kernels of HTA's comm/comp overlap (gpu_kernels.h
@@ -53,7 +69,8 @@ std::optional<double> hta_overlap_pct(const SessionReader& session);
 
 /// The rows of a comparison, in order. Units of the raw values: ns (step times, exposed
 /// communication per rank and counted step: RunStats::counted_steps), units/s (throughput), % (overlap, GPU busy),
-/// bytes (peaks), a ratio (imbalances), nats (loss: binary cross-entropy), a fraction (AUC).
+/// bytes (peaks, bytes on the wire), a ratio (imbalances), nats (loss: binary cross-entropy), a
+/// fraction (AUC).
 enum class CompareFigure : int {
   StepMean,             ///< RunStats::step_time_ns.mean
   StepP50,              ///< RunStats::step_time_ns.p50
@@ -73,6 +90,14 @@ enum class CompareFigure : int {
   LookupTimeImbalance,  ///< RunStats::lookup_time_max_over_mean
   Loss,                 ///< RunStats::loss of the last measured step (tester41 #20)
   HeldOutAuc,           ///< RunStats::held_out_auc
+  /// Bytes sent per step, all ranks: the ranks' bytes_sent over the counted steps (RunStats::ranks,
+  /// the session's collective rows as `stats` and `scenario` count them, split checks included) /
+  /// RunStats::counted_steps. "unknown" where WireFacts::bytes_unknown.
+  WireBytesPerStep,
+  /// (those bytes - WireFacts::split_check_bytes) / (SessionRate::per_step x counted steps), for
+  /// a session whose rate is in tokens (an lm_embedding run) - `run`'s "bytes on the wire per
+  /// token": vocab_parallel 4 ranks V 1000, H 16, S 32, B 2, fp32: 840; data_parallel 1,525.6.
+  WireBytesPerToken,
   Count
 };
 inline constexpr int kCompareFigureCount = static_cast<int>(CompareFigure::Count);
@@ -87,7 +112,8 @@ const char* compare_figure_key(CompareFigure f);
 /// The raw value of `f` for `s`, or none where the session did not measure it: no measured step
 /// (every figure but the peaks), no memory counters (the peaks: a trace), no load counters (the
 /// imbalances: a trace), no unit (throughput: a trace), no GPU streams (GPU busy), an imported
-/// trace's host threads (host exposed communication). Never throws.
+/// trace's host threads (host exposed communication), unknown collective bytes (the wire
+/// figures: WireFacts::bytes_unknown), no tokens (bytes per token). Never throws.
 std::optional<double> compare_value(const ComparedSession& s, CompareFigure f);
 
 /// `v` (a raw value of `f`) as text: durations on format_duration's ladder ("1.20 ms"), rates as
@@ -95,7 +121,8 @@ std::optional<double> compare_value(const ComparedSession& s, CompareFigure f);
 /// bytes as format_bytes, ratios with two decimals.
 std::string compare_value_text(CompareFigure f, double v, const std::string& unit = "");
 
-/// A session's cell: its value's text, or "-" where compare_value has none.
+/// A session's cell: its value's text, or "-" where compare_value has none ("unknown" for the
+/// wire figures of a session with measured steps whose collective bytes are unknown).
 std::string compare_cell_text(const ComparedSession& s, CompareFigure f);
 
 /// The difference of `other` from `base` in one figure.

@@ -1,0 +1,223 @@
+// run_lm_scaling_study (exec/lm_scaling_study.h): an lm_embedding workload on simulated clusters
+// of growing size, each point the step `plan --simulate` times.
+#include "embedscope/engine/exec/lm_scaling_study.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embedscope/engine/cost/hardware_profile.h"
+#include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/engine/exec/write_room.h"
+#include "embedscope/engine/planner/lm_memory_estimate.h"
+#include "embedscope/engine/program/lm_program.h"
+#include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/store/session.h"
+
+namespace embedscope::engine {
+
+namespace {
+
+std::string point_name(LmSharding type, bool sp) {
+  return std::string(to_string(type)) + (sp ? "+sp" : "");
+}
+
+}  // namespace
+
+std::string lm_gpu_memory_refusal(const LmWorkloadSpec& spec, int64_t device_bytes, const std::string& device_name) {
+  const auto est = estimate_lm_memory(spec);
+  if (est.empty() || device_bytes <= 0) return "";
+  const auto worst = std::max_element(est.begin(), est.end(), [](const LmMemoryEstimate& a, const LmMemoryEstimate& b) {
+    return a.peak_allocated_bytes < b.peak_allocated_bytes;
+  });
+  if (worst->peak_allocated_bytes <= device_bytes) return "";
+  std::vector<std::pair<std::string, int64_t>> terms = {
+      {"logits", worst->logits_bytes},          {"table", worst->table_bytes},
+      {"output projection", worst->output_projection_bytes}, {"read copy", worst->read_copy_bytes},
+      {"gradients", worst->gradient_bytes},     {"optimizer state", worst->optimizer_state_bytes},
+      {"body", worst->body_bytes},              {"activations", worst->activation_bytes}};
+  std::stable_sort(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string list;
+  for (const auto& [name, bytes] : terms)
+    if (bytes > 0) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", name, sessions::format_bytes(bytes));
+  const std::string help =
+      spec.sharding == LmSharding::data_parallel
+          ? "data_parallel keeps the whole table and the full-vocabulary logits on every GPU, so more GPUs do not help; "
+            "vocab_parallel or row_wise split them, or use a smaller micro batch"
+          : "more GPUs split the table, its gradient and the logits (1/p), or use a smaller micro batch";
+  return fmt::format("does not fit: rank {} needs {} at its peak (planner/lm_memory_estimate.h: {}) but {} has {}; {}",
+                     worst->rank, sessions::format_bytes(worst->peak_allocated_bytes), list, device_name,
+                     sessions::format_bytes(device_bytes), help);
+}
+
+std::vector<LmScalingPoint> run_lm_scaling_study(const LmWorkloadSpec& base, const LmScalingStudyOptions& o) {
+  const HardwareProfile hw = load_hardware_profile(o.hardware);
+  if (o.gpus.empty()) throw SpecError("scaling study: no cluster sizes (give at least one number of GPUs)");
+  for (int g : o.gpus)
+    if (g < 1 || g > kMaxSimulatedRanks)
+      throw SpecError(fmt::format("scaling study: {} GPUs is outside [1, {}]", g, kMaxSimulatedRanks));
+  if (o.shardings.empty()) throw SpecError("scaling study: no sharding types");
+  if (o.gpus_per_node < 0) throw SpecError("scaling study: gpus per node must be positive");
+  const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
+  std::vector<int> sizes = o.gpus;
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  for (int g : sizes)
+    if (g > per_node && g % per_node != 0)
+      throw SpecError(fmt::format("scaling study: {} GPUs are not whole nodes of {} GPUs; give multiples of {} above one "
+                                  "node (or set the node shape: --gpus-per-node)", g, per_node, per_node));
+  auto session_of = [&](LmSharding type, int gpus) {
+    return (std::filesystem::path(o.session_dir) / fmt::format("{}_{}.db", to_string(type), gpus)).string();
+  };
+  if (!o.session_dir.empty()) {
+    for (LmSharding type : o.shardings)
+      for (int gpus : sizes) {
+        const std::string path = session_of(type, gpus);
+        if (o.overwrite) sessions::refuse_replacing_live_session(path);
+        else if (std::filesystem::exists(path))
+          throw SpecError(fmt::format("{}: already exists; choose another directory (-o) or allow replacing its sessions "
+                                      "(--force-overwrite)", path));
+      }
+    std::filesystem::create_directories(o.session_dir);
+  }
+  std::string write_failed_at;
+  auto run_point = [&](LmSharding type, int gpus) {
+    LmScalingPoint p;
+    p.sharding = type;
+    p.sequence_parallel = type == LmSharding::vocab_parallel && o.sequence_parallel;
+    p.gpus = gpus;
+    const int gpn = std::min(gpus, per_node);  // plan's and simulate_lm's node shape
+    p.nodes = (gpus + gpn - 1) / gpn;
+    if (!write_failed_at.empty() || (o.cancel && o.cancel->load())) {
+      p.error = !write_failed_at.empty() ? fmt::format("not run ({}'s session could not be written)", write_failed_at)
+                                         : "not run (cancelled)";
+      return p;
+    }
+    LmWorkloadSpec spec = base;
+    spec.world_size = gpus;
+    spec.sharding = type;
+    spec.sequence_parallel = p.sequence_parallel;
+    try {
+      validate(spec, fmt::format("{} at {} GPUs", point_name(type, p.sequence_parallel), gpus));
+      if (std::string why = lm_gpu_memory_refusal(spec, hw.gpu.memory_bytes, hw.gpu.name); !why.empty()) {
+        p.error = std::move(why);
+        return p;
+      }
+      const LmSimulatedStep sim = simulate_lm_step(spec, hw, gpn);
+      p.step_time_ns = sim.step_ns;
+      p.tokens_per_step = spec.tokens_per_step();
+      const double step = static_cast<double>(sim.step_ns);
+      p.tokens_per_s = step > 0 ? static_cast<double>(p.tokens_per_step) * 1e9 / step : 0.0;
+      p.comm_share = step > 0 ? static_cast<double>(sim.comm_ns) / step : 0.0;
+      p.embedding_comm_share = step > 0 ? static_cast<double>(sim.embedding_comm_ns) / step : 0.0;
+      p.wire_bytes_per_step = sim.bytes_sent_all_ranks + sim.split_check_bytes_all_ranks;
+      p.split_check_bytes_per_step = sim.split_check_bytes_all_ranks;
+      p.wire_bytes_per_token =
+          static_cast<double>(sim.bytes_sent_all_ranks) / static_cast<double>(std::max<int64_t>(1, p.tokens_per_step));
+      for (const LmMemoryEstimate& e : estimate_lm_memory(spec))
+        p.memory_bytes_per_gpu = std::max(p.memory_bytes_per_gpu, e.peak_allocated_bytes);
+      if (!o.session_dir.empty()) {  // the session `run X --simulate P --devices N` writes
+        p.session_path = session_of(type, gpus);
+        LmSimulateOptions so;
+        so.session_path = p.session_path;
+        so.overwrite = true;
+        so.hardware = o.hardware;
+        so.gpus_per_node = gpn;
+        so.cancel = o.cancel;
+        const LmRunResult r = simulate_lm(spec, so);
+        if (r.ended == RunEnd::cancelled) p.error = "cancelled";
+      }
+    } catch (const SpecError& e) {
+      p.error = e.what();
+    } catch (const LmRunError& e) {  // a full disk while the session was written
+      p.error = fmt::format("write_failed: {}{}", e.what(), session_room_note(p.session_path));
+      p.write_failed = true;
+    } catch (const sessions::SessionError& e) {
+      p.error = fmt::format("write_failed: {}{}; nothing was recorded", e.what(), session_room_note(p.session_path));
+      p.write_failed = true;
+    }
+    if (p.write_failed) write_failed_at = fmt::format("{} {}", to_string(type), gpus);
+    if (!p.error.empty()) p.session_path.clear();
+    return p;
+  };
+  // The baseline first (the smallest size for every type, and the next while none ran), then the
+  // points type-major, each handed out as soon as the points before it were, so that a long
+  // study prints its rows as they come (a 1,024-GPU point times 1,024 rank programs)
+  const size_t types = o.shardings.size();
+  std::vector<std::optional<LmScalingPoint>> slot(types * sizes.size());  // type-major
+  const auto at = [&](size_t type, size_t size) -> std::optional<LmScalingPoint>& { return slot[type * sizes.size() + size]; };
+  std::optional<LmScalingBaseline> baseline;
+  for (size_t g = 0; g < sizes.size() && !baseline; ++g) {
+    std::vector<LmScalingPoint> here;
+    for (size_t k = 0; k < types; ++k) here.push_back(*(at(k, g) = run_point(o.shardings[k], sizes[g])));
+    baseline = lm_scaling_baseline(here);
+  }
+  std::vector<LmScalingPoint> out;
+  for (size_t k = 0; k < types; ++k)
+    for (size_t g = 0; g < sizes.size(); ++g) {
+      if (!at(k, g)) at(k, g) = run_point(o.shardings[k], sizes[g]);
+      LmScalingPoint p = std::move(*at(k, g));
+      if (p.error.empty() && baseline && baseline->tokens_per_s_per_gpu > 0)
+        p.scaling_efficiency = p.tokens_per_s / p.gpus / baseline->tokens_per_s_per_gpu;
+      if (o.on_point) o.on_point(p);
+      out.push_back(std::move(p));
+    }
+  return out;
+}
+
+std::optional<LmScalingBaseline> lm_scaling_baseline(const std::vector<LmScalingPoint>& points) {
+  std::optional<LmScalingBaseline> best;
+  for (const LmScalingPoint& p : points) {
+    if (!p.error.empty() || p.gpus < 1) continue;
+    const double per_gpu = p.tokens_per_s / p.gpus;
+    if (!best || p.gpus < best->gpus || (p.gpus == best->gpus && per_gpu > best->tokens_per_s_per_gpu))
+      best = LmScalingBaseline{p.sharding, p.gpus, per_gpu};
+  }
+  return best;
+}
+
+nlohmann::json to_json(const LmScalingStudy& st) {
+  nlohmann::json j = {{"batch_size_per_gpu", st.micro_batch_size},
+                      {"model", "lm_embedding"},
+                      {"workload", st.workload},
+                      {"hardware", st.hardware},
+                      {"simulated", true},
+                      {"gpus_per_node", st.gpus_per_node},
+                      {"sequence_length", st.sequence_length},
+                      {"steps", st.steps},
+                      {"points", nlohmann::json::array()}};
+  if (const auto b = lm_scaling_baseline(st.points))
+    j["efficiency_baseline"] = {{"sharding", to_string(b->sharding)}, {"gpus", b->gpus}, {"tokens_per_s_per_gpu", b->tokens_per_s_per_gpu}};
+  else
+    j["efficiency_baseline"] = nullptr;
+  for (const LmScalingPoint& p : st.points) {
+    nlohmann::json q = {{"sharding", to_string(p.sharding)},
+                        {"sequence_parallel", p.sequence_parallel},
+                        {"gpus", p.gpus},
+                        {"nodes", p.nodes}};
+    if (!p.error.empty()) {
+      q["error"] = p.error;
+      if (p.write_failed) q["write_failed"] = true;
+    } else {
+      q.update({{"step_time_ns", p.step_time_ns},
+                {"tokens_per_step", p.tokens_per_step},
+                {"tokens_per_s", p.tokens_per_s},
+                {"tokens_per_s_per_gpu", p.gpus > 0 ? p.tokens_per_s / p.gpus : 0.0},
+                {"scaling_efficiency", p.scaling_efficiency},
+                {"embedding_comm_share", p.embedding_comm_share},
+                {"comm_share", p.comm_share},
+                {"wire_bytes_per_step", p.wire_bytes_per_step},
+                {"split_check_bytes_per_step", p.split_check_bytes_per_step},
+                {"wire_bytes_per_token", p.wire_bytes_per_token},
+                {"memory_bytes_per_gpu", p.memory_bytes_per_gpu}});
+      if (!p.session_path.empty()) q["session"] = p.session_path;
+    }
+    j["points"].push_back(std::move(q));
+  }
+  return j;
+}
+
+}  // namespace embedscope::engine
