@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -243,6 +244,37 @@ TEST(Lm55Parity, TwoByteCollectivesMatchAReferenceThatRoundsAtTheSamePoints) {
         std::printf("[lm55] %s: with rounding loss %.2e out %.2e weights %.2e; without loss %.2e weights %.2e\n",
                     what.c_str(), with.loss, with.out, with.weights, without.loss, without.weights);
       }
+}
+
+// The read copy holds 2-byte codes (round to nearest even): 1.0 = 0x3F80 bf16 / 0x3C00 fp16;
+// 0.1f = 0x3DCCCCCD: bf16 keeps the top half 0x3DCC and rounds up (0xCCCD > 0x8000) to 0x3DCD,
+// 0.10009765625; fp16 0x2E66 = 2^-4 x (1 + 614/1024) = 0.0999755859375.
+TEST(Lm59ReadCopy, CodesAreTheRoundedValuesBits) {
+  EXPECT_EQ(lm_read_code(1.0f, LmDataType::bf16), 0x3F80);
+  EXPECT_EQ(lm_read_code(1.0f, LmDataType::fp16), 0x3C00);
+  EXPECT_EQ(lm_read_code(0.1f, LmDataType::bf16), 0x3DCD);
+  EXPECT_EQ(lm_read_code(0.1f, LmDataType::fp16), 0x2E66);
+  EXPECT_EQ(lm_code_value(0x3DCD, LmDataType::bf16), 0.10009765625f);
+  EXPECT_EQ(lm_code_value(0x2E66, LmDataType::fp16), 0.0999755859375f);
+  EXPECT_EQ(lm_code_value(lm_read_code(-0.3f, LmDataType::bf16), LmDataType::bf16), lm_read_weight(-0.3f, LmDataType::bf16));
+  EXPECT_THROW(lm_read_code(1.0f, LmDataType::fp32), std::invalid_argument);
+}
+
+// A shard of more rows than one tile of the read copy (256 rows converted at a time): V 1,000
+// on 1 rank (tiles of 256, 256, 256, 232 rows) and 3 ranks (333 / 334 / 333 rows), bf16 and
+// fp16, tied and untied: the same fp32 tolerance against the rounding reference as above.
+TEST(Lm59ReadCopy, ShardsOfSeveralTilesMatchTheReference) {
+  for (LmDataType t : {LmDataType::bf16, LmDataType::fp16})
+    for (auto [world, tied] : {std::pair{1, true}, std::pair{3, false}}) {
+      SCOPED_TRACE(std::string(to_string(t)) + " world " + std::to_string(world));
+      LmWorkloadSpec s = small_spec(Mode::vocab_parallel, world, tied, t);
+      s.vocab_size = 1000;
+      LmRunOptions opt;
+      opt.keep_outputs = true;
+      const Gap with = gap(s, run_lm(s, opt), true);
+      EXPECT_LE(with.loss, 2e-5);
+      EXPECT_LE(with.weights, 2e-5);
+    }
 }
 
 }  // namespace
