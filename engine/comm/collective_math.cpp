@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/sessions/model/ring_all_reduce.h"
+
 namespace embedscope::engine {
 
 namespace {
@@ -30,8 +32,8 @@ CollectiveBytes all_gather_bytes(std::span<const int64_t> counts, int rank, int6
   return {others * counts[me] * elem_size, (sum(counts) - counts[me]) * elem_size};
 }
 
-CollectiveBytes all_reduce_bytes(int64_t count, int n, int64_t elem_size) {
-  const int64_t b = 2 * (n - 1) * count * elem_size / n;
+CollectiveBytes all_reduce_bytes(int64_t count, int n, int rank, int64_t elem_size) {
+  const int64_t b = sessions::ring_all_reduce_bytes(count, n, rank, elem_size);
   return {b, b};
 }
 

@@ -30,9 +30,11 @@ struct LmRank::Step {
   DeviceBuffer<float> acts;
   std::vector<float> z;
   // the projection: gathered hidden states and targets (row_wise / sequence_parallel), the read
-  // copy of O, the logits slice [Tc x rows] (then exp, then dloss/dlogits), the row max, the
-  // target's logit and the sum of exps per token, the projection input's gradient [Tc x H]
-  DeviceBuffer<float> zg, o_read, logits, dzg;
+  // copy of O (bf16 / fp16: its rows x H 2-byte codes, lm_read_code), the logits slice
+  // [Tc x rows] (then exp, then dloss/dlogits), the row max, the target's logit and the sum of
+  // exps per token, the projection input's gradient [Tc x H]
+  DeviceBuffer<float> zg, logits, dzg;
+  DeviceBuffer<uint16_t> o_read;
   std::vector<int64_t> yg;
   std::vector<float> m, pred, se;
   double loss_sum = 0;

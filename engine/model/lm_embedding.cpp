@@ -66,6 +66,24 @@ float lm_read_weight(float v, LmDataType t) {
   return v;
 }
 
+uint16_t lm_read_code(float v, LmDataType t) {
+  switch (t) {
+    case LmDataType::bf16: return Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(v));
+    case LmDataType::fp16: return Eigen::numext::bit_cast<uint16_t>(Eigen::half(v));
+    case LmDataType::fp32: break;
+  }
+  throw std::invalid_argument("lm_read_code: fp32 has no 2-byte code");
+}
+
+float lm_code_value(uint16_t code, LmDataType t) {
+  switch (t) {
+    case LmDataType::bf16: return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(code));
+    case LmDataType::fp16: return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(code));
+    case LmDataType::fp32: break;
+  }
+  throw std::invalid_argument("lm_code_value: fp32 has no 2-byte code");
+}
+
 LmRank::LmRank(const LmWorkloadSpec& spec, ProcessGroup& world, DeviceArena* arena)
     : spec_(spec), pg_(world), rank_(world.rank()), world_(world.size()), vocab_(spec.padded_vocab_size()),
       hidden_(spec.hidden_size), arena_(arena) {

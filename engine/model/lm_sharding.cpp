@@ -25,6 +25,17 @@ using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor
 using MapM = Eigen::Map<Mat>;
 using CMapM = Eigen::Map<const Mat>;
 
+// The read copy's rows [r0, r0 + n) as fp32 values into tile[0, n H): the conversion a bf16 /
+// fp16 GEMM makes as it loads a tile of its 2-byte operand. The projection's GEMMs go over the
+// copy kReadTileRows rows at a time, so the fp32 form of the copy never exists whole: the tile
+// is host scratch of at most kReadTileRows x H x 4 B (a GPU's registers / shared memory), not a
+// buffer of the rank's arena.
+constexpr int64_t kReadTileRows = 256;
+void decode_rows(const uint16_t* codes, int64_t r0, int64_t n, int64_t H, LmDataType t, float* tile) {
+  const uint16_t* c = codes + r0 * H;
+  for (int64_t i = 0; i < n * H; ++i) tile[i] = lm_code_value(c[i], t);
+}
+
 std::vector<int64_t> times(std::vector<int64_t> v, int64_t k) {
   for (auto& c : v) c *= k;
   return v;
@@ -167,15 +178,27 @@ void LmRank::op_logits() {
   const auto Tc = static_cast<int64_t>(st.targets().size());
   const int64_t Vr = rows_.size();
   const DeviceBuffer<float>& o_master = spec_.tie_word_embeddings ? table_ : out_;
-  // the weights as the forward pass reads them: a rounded copy for bf16 / fp16
+  // the weights as the forward pass reads them: a copy rounded to data_type, 2 B an element (as
+  // Megatron's bf16 parameters beside the fp32 main copy), converted tile by tile as read; taken
+  // before the logits (the order lm_memory_replay replays)
   if (spec_.data_type != LmDataType::fp32) {
-    st.o_read = buffer("weights", o_master.size());
-    for (size_t i = 0; i < o_master.size(); ++i) st.o_read[i] = lm_read_weight(o_master[i], spec_.data_type);
+    st.o_read = DeviceBuffer<uint16_t>(arena_, "weights");
+    st.o_read.assign(o_master.size(), 0);
+    for (size_t i = 0; i < o_master.size(); ++i) st.o_read[i] = lm_read_code(o_master[i], spec_.data_type);
   }
-  const float* o = spec_.data_type == LmDataType::fp32 ? o_master.data() : st.o_read.data();
   st.logits = buffer("logits", static_cast<size_t>(Tc * Vr));
   MapM logits(st.logits.data(), Tc, Vr);  // [Tc x Vr]: this rank's slice of the vocabulary
-  logits.noalias() = CMapM(st.hidden(), Tc, H) * CMapM(o, Vr, H).transpose();
+  const CMapM Z(st.hidden(), Tc, H);
+  if (spec_.data_type == LmDataType::fp32) {
+    logits.noalias() = Z * CMapM(o_master.data(), Vr, H).transpose();
+  } else {
+    std::vector<float> tile(static_cast<size_t>(std::min(Vr, kReadTileRows) * H));
+    for (int64_t r0 = 0; r0 < Vr; r0 += kReadTileRows) {
+      const int64_t n = std::min(kReadTileRows, Vr - r0);
+      decode_rows(st.o_read.data(), r0, n, H, spec_.data_type, tile.data());
+      logits.middleCols(r0, n).noalias() = Z * CMapM(tile.data(), n, H).transpose();
+    }
+  }
   st.m.assign(static_cast<size_t>(Tc), 0.f);
   st.pred.assign(static_cast<size_t>(Tc), 0.f);
   st.se.assign(static_cast<size_t>(Tc), 0.f);
@@ -227,11 +250,20 @@ void LmRank::op_projection_backward() {
   // logits now hold dloss/dlogits. Gradients: dO = dlogits^T Z, dZ = dlogits O.
   const CMapM Z(st.hidden(), Tc, H);
   const DeviceBuffer<float>& o_master = spec_.tie_word_embeddings ? table_ : out_;
-  const CMapM O(spec_.data_type == LmDataType::fp32 ? o_master.data() : st.o_read.data(), Vr, H);
   DeviceBuffer<float>& g_o = spec_.tie_word_embeddings ? g_table_ : g_out_;
   MapM(g_o.data(), Vr, H).noalias() += logits.transpose() * Z;
   st.dzg = buffer("activations", static_cast<size_t>(Tc * H));
-  MapM(st.dzg.data(), Tc, H).noalias() = logits * O;
+  MapM dZ(st.dzg.data(), Tc, H);
+  if (spec_.data_type == LmDataType::fp32) {
+    dZ.noalias() = logits * CMapM(o_master.data(), Vr, H);
+  } else {  // the read copy, tile by tile as the logits read it
+    std::vector<float> tile(static_cast<size_t>(std::min(Vr, kReadTileRows) * H));
+    for (int64_t r0 = 0; r0 < Vr; r0 += kReadTileRows) {
+      const int64_t nr = std::min(kReadTileRows, Vr - r0);
+      decode_rows(st.o_read.data(), r0, nr, H, spec_.data_type, tile.data());
+      dZ.noalias() += logits.middleCols(r0, nr) * CMapM(tile.data(), nr, H);
+    }
+  }
 }
 
 void LmRank::op_projection_grad_dist() {

@@ -33,7 +33,7 @@ std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& s) {
     const int64_t rowb = e.rows.size() * H * f32;
     e.table_bytes = rowb;
     e.output_projection_bytes = s.tie_word_embeddings ? 0 : rowb;
-    e.read_copy_bytes = s.data_type == LmDataType::fp32 ? 0 : rowb;
+    e.read_copy_bytes = s.data_type == LmDataType::fp32 ? 0 : e.rows.size() * H * 2;  // 2-byte codes
     e.gradient_bytes = e.table_bytes + e.output_projection_bytes;
     e.body_bytes = L * (H * H + H) * f32 * 2;
     // adam: two fp32 moments of every parameter (E, O, the body); sgd none
@@ -155,7 +155,7 @@ class LmReplay {
     } else if (name == "output_projection/all_gather" || name == "sequence_parallel/all_gather") {
       assign(zg_, (rw_ ? T_ : Tl_) * p * H_ * f32);
     } else if (name == "output_projection/logits") {
-      if (s_.data_type != LmDataType::fp32) assign(o_read_, rows_ * H_ * f32);
+      if (s_.data_type != LmDataType::fp32) assign(o_read_, rows_ * H_ * 2);  // bf16 / fp16 codes
       assign(logits_, Tc * rows_ * f32);
     } else if (name == "output_projection/backward") {
       assign(dzg_, Tc * H_ * f32);

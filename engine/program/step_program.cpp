@@ -35,13 +35,13 @@ const char* to_string(CollectiveKind k) {
 // The records' byte counts (collective_math.h): every peer's slice but this rank's own.
 int64_t CollectiveCall::bytes_sent() const {
   const int n = static_cast<int>(peers.size());
-  if (kind == CollectiveKind::all_reduce) return all_reduce_bytes(count, n, elem_bytes).sent;
+  if (kind == CollectiveKind::all_reduce) return all_reduce_bytes(count, n, group_rank, elem_bytes).sent;
   if (kind == CollectiveKind::all_gather) return all_gather_bytes(recv_elements, group_rank, elem_bytes).sent;
   return all_to_all_bytes(send_elements, recv_elements, group_rank, elem_bytes).sent;
 }
 int64_t CollectiveCall::bytes_received() const {
   const int n = static_cast<int>(peers.size());
-  if (kind == CollectiveKind::all_reduce) return all_reduce_bytes(count, n, elem_bytes).received;
+  if (kind == CollectiveKind::all_reduce) return all_reduce_bytes(count, n, group_rank, elem_bytes).received;
   if (kind == CollectiveKind::all_gather) return all_gather_bytes(recv_elements, group_rank, elem_bytes).received;
   return all_to_all_bytes(send_elements, recv_elements, group_rank, elem_bytes).received;
 }

@@ -50,6 +50,31 @@ constexpr int64_t kMaxVocab = int64_t{1} << 31;
 constexpr int64_t kMaxHidden = 65536;
 constexpr int64_t kMaxTokens = int64_t{1} << 24;  // B x S per rank
 
+// Keys of a DLRM table entry (workload/reader.cpp read_table) that an lm_embedding workload has
+// no counterpart for, with the docs/configuration.md section that describes them, or the
+// lm_embedding key that says the same.
+std::string dlrm_table_key_hint(std::string_view key) {
+  static constexpr std::pair<std::string_view, std::string_view> kKeys[] = {
+      {"hash_size", "a DLRM table option (docs/configuration.md, \"Smaller tables\")"},
+      {"stochastic_rounding", "a DLRM table option (docs/configuration.md, \"Smaller tables\")"},
+      {"optimizer_state_type", "a DLRM table option (docs/configuration.md, \"Smaller tables\")"},
+      {"low_rank_dim", "a DLRM table option (docs/configuration.md, \"Smaller tables\")"},
+      {"shared_with", "a DLRM table option (docs/configuration.md, \"Smaller tables\")"},
+      {"placement", "a DLRM table option (docs/configuration.md, \"Tables in host memory\")"},
+      {"cache_load_factor", "a DLRM table option (docs/configuration.md, \"Tables in host memory\")"},
+      {"cache_policy", "a DLRM table option (docs/configuration.md, \"Tables in host memory\")"},
+      {"prefetch_pipeline", "a DLRM table option (docs/configuration.md, \"Tables in host memory\")"},
+      {"num_embeddings", "a DLRM table's key; an lm_embedding table has vocab_size rows"},
+      {"embedding_dim", "a DLRM table's key; an lm_embedding table's rows have hidden_size values"},
+      {"pooling", "a DLRM table's key; an lm_embedding lookup is one row per token (no pooling)"},
+      {"feature_names", "a DLRM table's key; an lm_embedding table has one input, the tokens"},
+      {"tables", "a DLRM workload's key; an lm_embedding workload is one vocabulary table"},
+  };
+  for (const auto& [k, hint] : kKeys)
+    if (k == key) return std::string(hint);
+  return "";
+}
+
 class LmReader : public Checker {
  public:
   using Checker::Checker;
@@ -58,7 +83,14 @@ class LmReader : public Checker {
     for (const auto& [key, value] : v.items()) {
       bool ok = false;
       for (std::string_view a : allowed) ok = ok || key == a;
-      if (!ok) fail(ptr_key(ptr, key), "unknown key");
+      if (ok) continue;
+      std::string valid;
+      for (std::string_view a : allowed) valid += fmt::format("{}{}", valid.empty() ? "" : ", ", a);
+      // the top level: a DLRM table's key says what it is (lm59a: a bare "unknown key" for hash_size)
+      const std::string hint = ptr.empty() ? dlrm_table_key_hint(key) : "";
+      if (!hint.empty())
+        fail(ptr_key(ptr, key), fmt::format("not an lm_embedding key: \"{}\" is {}; valid keys: {}", key, hint, valid));
+      fail(ptr_key(ptr, key), fmt::format("unknown key; valid keys: {}", valid));
     }
   }
   static const json* optional(const json& obj, const char* key) {

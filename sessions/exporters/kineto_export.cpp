@@ -21,6 +21,7 @@
 #include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
+#include "embedscope/sessions/model/ring_all_reduce.h"
 #include "exporters/exported_run_keys.h"
 #include "exporters/record_param_comms.h"
 
@@ -107,7 +108,13 @@ KinetoCommArgs kineto_comm_args(const CollectiveRecord& c) {
     a.out_nelems = !c.recv_elements.empty() ? sum(c.recv_elements) : elements(c.bytes_received, n - 1);
   } else if (c.op == "all_reduce") {
     a.name = "allreduce";
-    a.in_nelems = a.out_nelems = elements(c.bytes_sent, 2 * (n - 1));
+    // the ring rule's count for this group rank (model/ring_all_reduce.h); a session recorded
+    // with the rule of before, floor(2 (n - 1) count elem / n) for every rank, has bytes no
+    // whole-element count gives: the elements of that rule
+    const auto self = std::find(c.peers.begin(), c.peers.end(), c.rank);
+    const int gr = self != c.peers.end() ? static_cast<int>(self - c.peers.begin()) : 0;
+    const int64_t ring = n > 1 ? ring_all_reduce_count(c.bytes_sent, static_cast<int>(n), gr, elem) : -1;
+    a.in_nelems = a.out_nelems = ring >= 0 ? ring : elements(c.bytes_sent, 2 * (n - 1));
   } else if (c.op == "all_gather") {
     a.name = "_allgather_base";
     a.out_nelems = !c.recv_elements.empty() ? sum(c.recv_elements) : elements(c.bytes_received, n - 1);

@@ -245,7 +245,7 @@ const RecordTable<CollectiveRecord>& collectives_table() {
        field<&CollectiveRecord::dtype>("dtype", "`float32`, `int64`, and `float16` / `bfloat16` for quantized comms"),
        field<&CollectiveRecord::step>("step", "training step"),
        field<&CollectiveRecord::start_ns>("start_ns", "start, ns"), field<&CollectiveRecord::end_ns>("end_ns", "end, ns"),
-       field<&CollectiveRecord::bytes_sent>("bytes_sent", "bytes to other ranks (a ring all-reduce counts 2 (n-1)/n of the buffer each way)")
+       field<&CollectiveRecord::bytes_sent>("bytes_sent", "bytes to other ranks (a ring all-reduce counts 2 (n-1)/n of the buffer each way, in whole elements: model/ring_all_reduce.h)")
            .at_least(0),
        field<&CollectiveRecord::bytes_received>("bytes_received", "bytes from other ranks").at_least(0),
        split_list<&CollectiveRecord::peers>("peers", "JSON array: global ranks of the group, in group order"),

@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <vector>
 
 #include "embedscope/engine/comm/collective_math.h"
+#include "embedscope/sessions/model/ring_all_reduce.h"
 
 using namespace embedscope::engine;
 
@@ -22,10 +24,40 @@ TEST(CollectiveMath, BytesPerRankLeaveOutTheOwnSlice) {
   EXPECT_EQ(g.sent, 2 * 3 * 8);
   EXPECT_EQ(g.received, 15 * 8);
   // all-reduce of 1000 floats on 4 ranks: 2 * 3/4 * 4000 = 6000 bytes each way.
-  auto ar = all_reduce_bytes(1000, 4, 4);
+  auto ar = all_reduce_bytes(1000, 4, 1, 4);
   EXPECT_EQ(ar.sent, 6000);
   EXPECT_EQ(ar.received, 6000);
-  EXPECT_EQ(all_reduce_bytes(1000, 1, 4).sent, 0);
+  EXPECT_EQ(all_reduce_bytes(1000, 1, 0, 4).sent, 0);
+  // 1,024 floats (4,096 B) on 3 ranks: ring chunks 342, 341, 341 elements; a rank passes on every
+  // chunk but its own twice: rank 0 2 x 682 x 4 = 5,456 B, ranks 1 and 2 2 x 683 x 4 = 5,464 B,
+  // 16,384 B in all = 2 (3 - 1) x 4,096 (the rule of before gave every rank floor(4/3 x 4,096) =
+  // 5,461 B: 1,365.25 floats). 64 floats: 336, 344, 344 B (not 341).
+  EXPECT_EQ(all_reduce_bytes(1024, 3, 0, 4).sent, 5456);
+  EXPECT_EQ(all_reduce_bytes(1024, 3, 1, 4).sent, 5464);
+  EXPECT_EQ(all_reduce_bytes(1024, 3, 2, 4).received, 5464);
+  EXPECT_EQ(all_reduce_bytes(64, 3, 0, 4).sent, 336);
+  EXPECT_EQ(all_reduce_bytes(64, 3, 2, 4).sent, 344);
+  // fewer elements than ranks: 2 floats on 4 ranks, chunks 1, 1, 0, 0: 8, 8, 16, 16 B = 2 x 3 x 8
+  EXPECT_EQ(all_reduce_bytes(2, 4, 1, 4).sent, 8);
+  EXPECT_EQ(all_reduce_bytes(2, 4, 3, 4).sent, 16);
+}
+
+TEST(CollectiveMath, RingAllReduceCountInvertsTheBytes) {
+  using embedscope::sessions::ring_all_reduce_count;
+  EXPECT_EQ(ring_all_reduce_count(5464, 3, 1, 4), 1024);  // 1,024 or 1,025: the smaller
+  EXPECT_EQ(ring_all_reduce_count(6000, 4, 0, 4), 1000);  // 1,000 or 1,001: the multiple of 4
+  EXPECT_EQ(ring_all_reduce_count(5461, 3, 0, 4), -1);    // the old rule's bytes: no whole elements
+  EXPECT_EQ(ring_all_reduce_count(0, 3, 0, 4), 0);
+  // every count's bytes come back (the count found may be the other one of a pair)
+  for (int n = 2; n <= 9; ++n)
+    for (int r = 0; r < n; ++r)
+      for (int64_t c = 0; c < 400; ++c) {
+        const int64_t b = embedscope::sessions::ring_all_reduce_bytes(c, n, r, 2);
+        const int64_t back = ring_all_reduce_count(b, n, r, 2);
+        ASSERT_GE(back, 0) << c << " on " << n << " rank " << r;
+        EXPECT_EQ(embedscope::sessions::ring_all_reduce_bytes(back, n, r, 2), b);
+        EXPECT_LE(std::abs(back - c), 1);
+      }
 }
 
 TEST(CollectiveMath, SplitMismatchNamesThePair) {

@@ -140,7 +140,7 @@ TEST(NcclCollectives, AllVisibleGpusMatchTheHost) {
     EXPECT_GE(rec.end_ns, rec.start_ns);
     if (rec.op == "all_reduce") {
       EXPECT_EQ(rec.sequence, 4u);
-      EXPECT_EQ(rec.bytes_sent, engine::all_reduce_bytes(1000, n, 4).sent);
+      EXPECT_EQ(rec.bytes_sent, engine::all_reduce_bytes(1000, n, rec.rank, 4).sent);
     }
     if (rec.op == "all_to_all") {
       EXPECT_EQ(rec.sequence, 1u);
@@ -369,7 +369,7 @@ TEST(Cupti, NcclKernelsJoinTheirCollectiveRecords) {
       EXPECT_EQ(g.op.lane, sessions::Lane::gpu_comm);
       EXPECT_EQ(g.op.category, sessions::OpCategory::comm);
       EXPECT_EQ(g.op.correlation, 1u);
-      EXPECT_EQ(g.op.bytes, 2 * engine::all_reduce_bytes(1 << 20, n, 4).sent);
+      EXPECT_EQ(g.op.bytes, 2 * engine::all_reduce_bytes(1 << 20, n, g.op.rank, 4).sent);
     }
   EXPECT_EQ(joined, n);
   EXPECT_EQ(tracer.dropped(), 0);

@@ -707,7 +707,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                        : "\ncollectives, per step (summed over ranks)\n");
     // tester49 F7: what the ranks sent (the rank table's "bytes sent"), the received apart; not their sum
     std::cout << "  (bytes sent: what the ranks put on the wire to their peers, as the rank table's; a ring "
-                 "all-reduce of B bytes on n ranks sends 2(n-1)/n x B per rank, B itself at n = 2)\n";
+                 "all-reduce of B bytes on n ranks sends 2(n-1)/n x B per rank, B itself at n = 2; in whole "
+                 "elements, 2(n-1) x B over the ranks)\n";
     // tester51 F4: the check's bytes were in its collective's, its count was not
     if (std::any_of(st.collectives.begin(), st.collectives.end(), [](const auto& c) { return c.check_count > 0; }))
       std::cout << "  (NAME/split_check: Embedscope's all-gather of the split sizes before each all-to-all and "

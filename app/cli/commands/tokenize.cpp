@@ -2,11 +2,16 @@
 // Megatron-style .bin (input/token_file.h) that a workload's "token_ids": {"file": ...} reads,
 // and reports the fitted Zipf exponent of the token frequencies (input/zipf_fit.h).
 
+#include <iconv.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -41,9 +46,49 @@ struct TokenizeState {
   bool overwrite = false;  // --force-overwrite: replace an existing -o / --model-out file
 };
 
+// The byte offset in the file at `path` of the first byte that is not UTF-8 text: the start of
+// an invalid or truncated UTF-8 sequence (glibc's iconv from UTF-8 stops there with EILSEQ, or
+// EINVAL at the end of the file) or a NUL byte (valid UTF-8, but no text has one; SentencePiece
+// reads lines of text). -1 when the whole file is UTF-8 text or cannot be opened (the trainer
+// names a file it cannot read). Reads 1 MiB at a time; a sequence cut by a read's end is
+// completed by the next read. Throws std::runtime_error if iconv has no UTF-8 converter.
+int64_t first_non_text_byte(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return -1;
+  iconv_t cd = iconv_open("UTF-32LE", "UTF-8");
+  if (cd == reinterpret_cast<iconv_t>(-1)) throw std::runtime_error(std::string("iconv UTF-8: ") + std::strerror(errno));
+  const std::unique_ptr<void, void (*)(void*)> close(cd, [](void* c) { iconv_close(static_cast<iconv_t>(c)); });
+  std::vector<char> buf(size_t{1} << 20), out(size_t{4} << 20);
+  size_t carried = 0;  // bytes of a sequence the previous read cut, at buf's start
+  int64_t base = 0;    // the file offset of buf[0]
+  for (;;) {
+    in.read(buf.data() + carried, static_cast<std::streamsize>(buf.size() - carried));
+    const size_t have = carried + static_cast<size_t>(in.gcount());
+    if (have == 0) return -1;
+    // up to the first NUL: an invalid sequence before it is the first byte that is not text
+    const auto* nul = static_cast<const char*>(std::memchr(buf.data() + carried, 0, have - carried));
+    char* src = buf.data();
+    size_t left = nul ? static_cast<size_t>(nul - buf.data()) : have;
+    while (left > 0) {
+      char* dst = out.data();
+      size_t room = out.size();
+      if (iconv(cd, &src, &left, &dst, &room) != static_cast<size_t>(-1)) break;
+      if (errno == E2BIG) continue;  // the output is scratch: convert on
+      if (errno == EINVAL && in && !nul) break;  // a sequence cut by this read's end: the next completes it
+      return base + (src - buf.data());  // EILSEQ, or EINVAL at the end of the file or before the NUL
+    }
+    if (nul) return base + (nul - buf.data());
+    if (!in && left == 0) return -1;
+    std::memmove(buf.data(), src, left);
+    base += static_cast<int64_t>(have - left);
+    carried = left;
+  }
+}
+
 // What can be refused before the training's seconds of work (tester45 F6): an output that is an
 // input or the other output, an existing output without --force-overwrite, a fit range of fewer
-// than two ranks, and input text that is empty.
+// than two ranks, input text that is empty, and an input that is not UTF-8 text (a binary file:
+// tester59b F7, which the trainer took and then asked for a larger --vocab-size).
 void check_tokenize_args(const TokenizeState& s) {
   refuse_output_that_is_an_input(s.output, "-o", s.inputs, "tokenize");
   refuse_output_that_is_an_input(s.model_out, "--model-out", s.inputs, "tokenize");
@@ -64,6 +109,9 @@ void check_tokenize_args(const TokenizeState& s) {
   }
   if (text_bytes == 0)
     throw es::SpecError(fmt::format("--input {}: the input text is empty (nothing to train on)", fmt::join(s.inputs, ", ")));
+  for (const auto& in : s.inputs)
+    if (const int64_t at = first_non_text_byte(in); at >= 0)
+      throw es::SpecError(fmt::format("{}: not UTF-8 text (byte offset {})", in, at));
   // the outputs' missing folders, as run -o makes its own (made before the training, so that a
   // name that cannot be written is said before its seconds of work)
   make_output_folder(s.output, "-o");

@@ -440,7 +440,8 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
             st.whole_trace ? "<b>Collectives</b> over the whole trace, summed over ranks"
                            : "<b>Collectives</b> per step, summed over ranks",
             "bytes sent: what the ranks sent to their peers (as the rank table's; a ring all-reduce of B bytes on "
-            "n ranks sends 2(n-1)/n x B per rank, B itself at n = 2), bytes received apart; exposed: time with no "
+            "n ranks sends 2(n-1)/n x B per rank, B itself at n = 2; in whole elements, 2(n-1) x B over the ranks), "
+            "bytes received apart; exposed: time with no "
             "compute under it on its rank; waiting for peers: time from a rank joining a collective to its last "
             "member joining; NAME/split_check: Embedscope's all-gather of the split sizes before each all-to-all "
             "and reduce-scatter (TorchRec runs none), its count and bytes not in NAME's row, its time in NAME's");

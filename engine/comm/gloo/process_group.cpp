@@ -642,7 +642,7 @@ void ProcessGroup::all_reduce_impl(const char* op_name, float* data, int64_t cou
     run("all_reduce", op_name, {{}, {}, sizeof(float), nullptr, 0, true, count}, [](uint32_t) {});
     return;
   }
-  const int64_t ring_bytes = all_reduce_bytes(count, size(), sizeof(float)).sent;
+  const int64_t ring_bytes = all_reduce_bytes(count, size(), group_rank_, sizeof(float)).sent;
   run("all_reduce", op_name, {{}, {}, sizeof(float), nullptr, ring_bytes, true, count}, [&](uint32_t tag) {
     gloo::AllreduceOptions opts(impl_->ctx);
     opts.setOutput(data, static_cast<size_t>(count));
@@ -650,7 +650,7 @@ void ProcessGroup::all_reduce_impl(const char* op_name, float* data, int64_t cou
     opts.setTag(tag);
     opts.setTimeout(timeout_);
     gloo::allreduce(opts);
-    // Ring all-reduce: 2 (n-1)/n of the buffer each way (nccl-tests' bus bandwidth factor).
+    // Ring all-reduce: 2 (count - this rank's chunk) elements each way (all_reduce_bytes).
     counters_.bytes_sent += ring_bytes;
     counters_.bytes_received += ring_bytes;
   });
@@ -664,7 +664,7 @@ void ProcessGroup::all_reduce_q(const char* op_name, float* data, int64_t count,
   const int n = size();
   // every term rounded, the rank's own too (as all_to_all_q), whatever the group's size
   std::vector<uint16_t> q = quantize(data, static_cast<size_t>(count), p, err);
-  const int64_t ring_bytes = n > 1 ? all_reduce_bytes(count, n, 2).sent : 0;
+  const int64_t ring_bytes = all_reduce_bytes(count, n, group_rank_, 2).sent;
   run("all_reduce", op_name, {{}, {}, 2, precision_dtype(p), ring_bytes, true, count}, [&](uint32_t tag) {
     if (n == 1 || count == 0) return;
     // chunk j of the buffer: [off[j], off[j + 1]), count / n elements, the first count % n one more

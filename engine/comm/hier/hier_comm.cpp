@@ -521,7 +521,7 @@ void HierComm::all_reduce_sum(const char* op_name, float* data, int64_t count) {
   const int n = size();
   const auto nn = static_cast<size_t>(n);
   Meta meta{{}, {}, sizeof(float), nullptr, count,
-            count == 0 || n == 1 ? CollectiveBytes{} : all_reduce_bytes(count, n, sizeof(float))};
+            all_reduce_bytes(count, n, group_rank_, sizeof(float))};
   run("all_reduce", op_name, std::move(meta), [&] {
     if (count == 0) return;
     std::vector<int64_t> chunk(nn);  // chunk j: count / n elements, one more for j < count % n

@@ -312,7 +312,7 @@ void LocalComm::all_reduce_sum(const char* op_name, float* data, int64_t count) 
   const int n = size();
   const int64_t bytes = count * static_cast<int64_t>(sizeof(float));
   Meta meta{{}, {}, sizeof(float), nullptr, count,
-            count == 0 || n == 1 ? CollectiveBytes{} : all_reduce_bytes(count, n, sizeof(float))};
+            all_reduce_bytes(count, n, group_rank_, sizeof(float))};
   run("all_reduce", op_name, std::move(meta), data, bytes, {}, [&](const auto& staged, const auto&) {
     if (count == 0) return;
     Staged acc(ops_, bytes);

@@ -570,7 +570,7 @@ NcclWork NcclComm::all_gather_v(const char* op_name, cudaStream_t compute, const
 NcclWork NcclComm::all_reduce_sum(const char* op_name, cudaStream_t compute, float* data, int64_t count) {
   if (count < 0) throw std::invalid_argument(fmt::format("all_reduce '{}': negative count {}", op_name, count));
   const uint64_t seq = ++seq_;
-  const CollectiveBytes b = all_reduce_bytes(count, size(), sizeof(float));
+  const CollectiveBytes b = all_reduce_bytes(count, size(), rank(), sizeof(float));
   auto op = make_op(*this, Op::Kind::all_reduce, "all_reduce", op_name, seq, compute, sizeof(float), b, {}, {}, clock_,
                     count);
   op->recv = data;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "embedscope/sessions/importers/common/kernel_classes.h"
+#include "embedscope/sessions/model/ring_all_reduce.h"
 #include "embedscope/sessions/model/wait_span.h"
 #include "importers/common/lane_checks.h"
 #include "importers/kineto_json/host_collectives.h"
@@ -479,15 +480,21 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
         continue;
       }
       // Bytes moved by this rank (the engine's convention, collective_math.h): a ring all-reduce
-      // sends and receives 2 (n-1)/n of the buffer; reduce-scatter and all-gather (n-1)/n; an
+      // sends and receives 2 (count - this rank's chunk) elements (model/ring_all_reduce.h, 2 (n-1)/n
+      // of the buffer on average); reduce-scatter and all-gather (n-1)/n; an
       // all-to-all what goes to / comes from the other peers.
       // In 128 bits: elements <= 2^40 of <= 16 bytes times 2 (n - 1) <= 2^21 fits, and the result
       // (at most twice the buffer) fits int64 again.
       using i128 = __int128;
       const int64_t in_b = std::max<int64_t>(0, p.in_nelems) * elem, out_b = std::max<int64_t>(0, p.out_nelems) * elem;
       if (n > 1) {
-        if (r.op == "all_reduce") r.bytes_sent = r.bytes_received = static_cast<int64_t>(i128{2} * (n - 1) * in_b / n);
-        else if (r.op == "reduce_scatter") r.bytes_sent = r.bytes_received = static_cast<int64_t>(i128{n - 1} * in_b / n);
+        if (r.op == "all_reduce") {
+          // the group rank: this rank's place in the group (a rank outside it: as group rank 0)
+          const auto self = std::find(r.peers.begin(), r.peers.end(), rank);
+          const int gr = self != r.peers.end() ? static_cast<int>(self - r.peers.begin()) : 0;
+          r.bytes_sent = r.bytes_received =
+              ring_all_reduce_bytes(std::max<int64_t>(0, p.in_nelems), static_cast<int>(n), gr, elem);
+        } else if (r.op == "reduce_scatter") r.bytes_sent = r.bytes_received = static_cast<int64_t>(i128{n - 1} * in_b / n);
         else if (r.op == "all_gather") r.bytes_sent = r.bytes_received = static_cast<int64_t>(i128{n - 1} * out_b / n);
         else if (r.op == "all_to_all") {
           auto self = std::find(r.peers.begin(), r.peers.end(), rank);

@@ -180,8 +180,9 @@ TEST(NetworkFloor, MemberFloorsAreTheEmulationsReleaseFromTheLastArrival) {
     const auto floors = es::emulated_member_floors_ns(floor_pointers(calls), lws, net);
     for (int m = 0; m < 5; ++m) EXPECT_EQ(floors[static_cast<size_t>(m)], es::emulated_release_ns(false, m, members)) << lws << " " << m;
   }
-  // a ring: every member until the slowest port is done (1,000 floats on 3 members: 2 x 2/3 x
-  // 4,000 B = 5,333 B to the next member at 3 MB/s + 20 us: 20,000 + 1,777,667 ns)
+  // a ring: every member until the slowest port is done (1,000 floats on 3 members in ring chunks
+  // of 334, 333, 333: member 0 sends 2 x 666 x 4 = 5,328 B, members 1 and 2 2 x 667 x 4 = 5,336 B
+  // to the next member, collective_math.h; the slowest at 3 MB/s + 20 us: 20,000 + 1,778,667 ns)
   std::vector<es::CollectiveCall> ring(3);
   for (int m = 0; m < 3; ++m) {
     ring[static_cast<size_t>(m)].kind = es::CollectiveKind::all_reduce;
@@ -190,8 +191,9 @@ TEST(NetworkFloor, MemberFloorsAreTheEmulationsReleaseFromTheLastArrival) {
     ring[static_cast<size_t>(m)].count = 1000;
     ring[static_cast<size_t>(m)].elem_bytes = 4;
   }
-  ASSERT_EQ(ring[0].bytes_sent(), 5333);
-  EXPECT_EQ(es::emulated_member_floors_ns(floor_pointers(ring), 3, net), (std::vector<int64_t>(3, 1'797'667)));
+  ASSERT_EQ(ring[0].bytes_sent(), 5328);
+  ASSERT_EQ(ring[1].bytes_sent(), 5336);
+  EXPECT_EQ(es::emulated_member_floors_ns(floor_pointers(ring), 3, net), (std::vector<int64_t>(3, 1'798'667)));
   // the split-size check is not paced by the emulation (ProcessGroup::all_to_all_impl)
   std::vector<es::CollectiveCall> check;
   for (int m = 0; m < 3; ++m) check.push_back(floor_uneven(kFloorUneven, m, "output_dist/split_check"));

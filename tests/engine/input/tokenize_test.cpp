@@ -63,6 +63,38 @@ TEST(Tokenize, BadInputNamesTheFile) {
   EXPECT_NE(r.err.find("missing.txt: cannot open the text file"), std::string::npos) << r.err;
 }
 
+// A file that is not UTF-8 text is refused before the training, at the first byte that is not:
+// the trainer took a binary and then asked for --vocab-size in the thousands (tester59b F7).
+TEST(Tokenize, BinaryInputIsNotUtf8Text) {
+  const auto dir = tokenize_scratch();
+  const auto refuse = [&](const std::string& name, const std::string& bytes) {
+    write_bytes_for_tokens(dir / name, bytes);
+    const auto r = embedscope::test_support::run_cli(
+        EMBEDSCOPE_CLI, "tokenize --vocab-size 100 --input " + (dir / name).string() + " -o " + (dir / (name + ".bin")).string(),
+        dir);
+    EXPECT_FALSE(std::filesystem::exists(dir / (name + ".bin"))) << name;
+    return r;
+  };
+  // an ELF header: 0x7F 'E' 'L' 'F' 0x02 0x01 0x01 then NULs: the first NUL is byte 7
+  auto r = refuse("elf", std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10) + "the cat sat");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find((dir / "elf").string() + ": not UTF-8 text (byte offset 7)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("vocab-size"), std::string::npos) << r.err;
+  // "caf\xc3\xa9 " is UTF-8 (e acute, 2 bytes); 0xFF never is: offset 6
+  r = refuse("latin", "caf\xc3\xa9 \xff ok");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("latin: not UTF-8 text (byte offset 6)"), std::string::npos) << r.err;
+  // a 3-byte sequence cut by the end of the file: its first byte, offset 4
+  r = refuse("cut", "the \xe2\x82");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cut: not UTF-8 text (byte offset 4)"), std::string::npos) << r.err;
+  // a sequence across the reader's 1 MiB chunks is text: 2^20 - 1 'a's, then the euro sign
+  // (3 bytes, cut by the first read), then 0xC0 (never valid) at 2^20 + 2
+  r = refuse("long", std::string((1 << 20) - 1, 'a') + "\xe2\x82\xac\xc0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("long: not UTF-8 text (byte offset 1048578)"), std::string::npos) << r.err;
+}
+
 TEST(TokenFile, BinRoundTripsAndRejectsTruncatedFiles) {
   const auto dir = tokenize_scratch();
   const std::string p = (dir / "rt.bin").string();

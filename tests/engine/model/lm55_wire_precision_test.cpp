@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,7 +64,9 @@ TEST(Lm55AllReduceQ, RoundsEveryTermThenTheSum) {
     EXPECT_EQ(errors[static_cast<size_t>(r)], "");
     EXPECT_EQ(got[static_cast<size_t>(r)], (std::vector<float>{3.0f, 1.0f + 2 * u, 1.0f, 0.10009765625f})) << r;
     EXPECT_EQ(dtype[static_cast<size_t>(r)], "bfloat16");
-    EXPECT_EQ(sent[static_cast<size_t>(r)], 2 * 2 * 4 * 2 / 3);  // ring: 2 (n-1)/n x 4 elements x 2 B = 10
+    // ring chunks of 4 elements on 3 ranks: 2, 1, 1; a rank sends 2 x (4 - its chunk) x 2 B:
+    // 8, 12, 12 (32 = 2 (3 - 1) x 4 x 2 in all)
+    EXPECT_EQ(sent[static_cast<size_t>(r)], r == 0 ? 8 : 12);
   }
 }
 
@@ -243,6 +246,59 @@ TEST(Lm55Parity, TwoByteCollectivesMatchAReferenceThatRoundsAtTheSamePoints) {
         std::printf("[lm55] %s: with rounding loss %.2e out %.2e weights %.2e; without loss %.2e weights %.2e\n",
                     what.c_str(), with.loss, with.out, with.weights, without.loss, without.weights);
       }
+}
+
+// tester59b F8: V 1,001 on 3 ranks (fp32, tied, 64 tokens): embedding/all_reduce and
+// output_projection/grad_all_reduce of 64 x 16 = 1,024 floats in ring chunks 342 / 341 / 341:
+// rank 0 sends 2 x 682 x 4 = 5,456 B, ranks 1 and 2 2 x 683 x 4 = 5,464 B; the cross-entropy's
+// three of 64 floats (chunks 22 / 21 / 21) 336 / 344 / 344 B. Per token (2 x 16,384 + 3 x 1,024)
+// / 64 = 560 B (every rank floor(4/3 x 4,096) = 5,461 B before: 559.92).
+TEST(Lm59AllReduceBytes, UnevenChunksAreWholeElements) {
+  LmWorkloadSpec s = tester_spec(LmDataType::fp32, false);
+  s.vocab_size = 1001;
+  s.world_size = 3;
+  const LmRunResult run = run_lm(s);
+  for (const auto& c : run.collectives) {
+    const bool act = c.name == "embedding/all_reduce" || c.name == "output_projection/grad_all_reduce";
+    EXPECT_EQ(c.bytes_sent, act ? (c.rank == 0 ? 5456 : 5464) : (c.rank == 0 ? 336 : 344)) << c.name << " " << c.rank;
+  }
+  int64_t all = 0;
+  for (const auto& rk : run.ranks) all += rk.bytes_sent;
+  EXPECT_EQ(all, 2 * 16384 + 3 * 1024);
+  EXPECT_EQ(all * 1.0 / 64, 560.0);
+  const LmSimulatedStep sim = simulate_lm_step(s, load_hardware_profile("h100_sxm"), 3);
+  EXPECT_EQ(sim.bytes_sent_all_ranks, all);
+}
+
+// The read copy holds 2-byte codes (round to nearest even): 1.0 = 0x3F80 bf16 / 0x3C00 fp16;
+// 0.1f = 0x3DCCCCCD: bf16 keeps the top half 0x3DCC and rounds up (0xCCCD > 0x8000) to 0x3DCD,
+// 0.10009765625; fp16 0x2E66 = 2^-4 x (1 + 614/1024) = 0.0999755859375.
+TEST(Lm59ReadCopy, CodesAreTheRoundedValuesBits) {
+  EXPECT_EQ(lm_read_code(1.0f, LmDataType::bf16), 0x3F80);
+  EXPECT_EQ(lm_read_code(1.0f, LmDataType::fp16), 0x3C00);
+  EXPECT_EQ(lm_read_code(0.1f, LmDataType::bf16), 0x3DCD);
+  EXPECT_EQ(lm_read_code(0.1f, LmDataType::fp16), 0x2E66);
+  EXPECT_EQ(lm_code_value(0x3DCD, LmDataType::bf16), 0.10009765625f);
+  EXPECT_EQ(lm_code_value(0x2E66, LmDataType::fp16), 0.0999755859375f);
+  EXPECT_EQ(lm_code_value(lm_read_code(-0.3f, LmDataType::bf16), LmDataType::bf16), lm_read_weight(-0.3f, LmDataType::bf16));
+  EXPECT_THROW(lm_read_code(1.0f, LmDataType::fp32), std::invalid_argument);
+}
+
+// A shard of more rows than one tile of the read copy (256 rows converted at a time): V 1,000
+// on 1 rank (tiles of 256, 256, 256, 232 rows) and 3 ranks (333 / 334 / 333 rows), bf16 and
+// fp16, tied and untied: the same fp32 tolerance against the rounding reference as above.
+TEST(Lm59ReadCopy, ShardsOfSeveralTilesMatchTheReference) {
+  for (LmDataType t : {LmDataType::bf16, LmDataType::fp16})
+    for (auto [world, tied] : {std::pair{1, true}, std::pair{3, false}}) {
+      SCOPED_TRACE(std::string(to_string(t)) + " world " + std::to_string(world));
+      LmWorkloadSpec s = small_spec(Mode::vocab_parallel, world, tied, t);
+      s.vocab_size = 1000;
+      LmRunOptions opt;
+      opt.keep_outputs = true;
+      const Gap with = gap(s, run_lm(s, opt), true);
+      EXPECT_LE(with.loss, 2e-5);
+      EXPECT_LE(with.weights, 2e-5);
+    }
 }
 
 }  // namespace

@@ -96,7 +96,32 @@ TEST(LmSpec, BadInputNamesTheField) {
   EXPECT_EQ(error_of(j), "w.json: /sharding/type: unknown value \"table_wise\"; valid: vocab_parallel, data_parallel, row_wise");
   j = base();
   j["hidden"] = 3;
-  EXPECT_EQ(error_of(j), "w.json: /hidden: unknown key");
+  EXPECT_EQ(error_of(j), "w.json: /hidden: unknown key; valid keys: model, name, description, source, vocab_size, "
+                         "hidden_size, sequence_length, micro_batch_size, data_type, tie_word_embeddings, padding_id, "
+                         "body_layers, token_ids, sharding, devices, optimizer, steps, seed");
+  // a DLRM table option at the top level: what it is, and the keys there are
+  j = base();
+  j["hash_size"] = 500;
+  EXPECT_EQ(error_of(j), "w.json: /hash_size: not an lm_embedding key: \"hash_size\" is a DLRM table option "
+                         "(docs/configuration.md, \"Smaller tables\"); valid keys: model, name, description, source, "
+                         "vocab_size, hidden_size, sequence_length, micro_batch_size, data_type, tie_word_embeddings, "
+                         "padding_id, body_layers, token_ids, sharding, devices, optimizer, steps, seed");
+  j = base();
+  j["placement"] = "host_cached";
+  EXPECT_NE(error_of(j).find("/placement: not an lm_embedding key: \"placement\" is a DLRM table option "
+                             "(docs/configuration.md, \"Tables in host memory\"); valid keys: model,"),
+            std::string::npos)
+      << error_of(j);
+  j = base();
+  j["embedding_dim"] = 16;
+  EXPECT_NE(error_of(j).find("/embedding_dim: not an lm_embedding key: \"embedding_dim\" is a DLRM table's key; an "
+                             "lm_embedding table's rows have hidden_size values; valid keys:"),
+            std::string::npos);
+  // inside an object: its own keys
+  j = base();
+  j["sharding"] = {{"type", "vocab_parallel"}, {"hash_size", 3}};
+  EXPECT_EQ(error_of(j), "w.json: /sharding/hash_size: unknown key; valid keys: type, sequence_parallel, "
+                         "make_vocab_size_divisible_by");
   j = base();
   j.erase("hidden_size");
   EXPECT_EQ(error_of(j), "w.json: /hidden_size: required");

@@ -19,6 +19,7 @@
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/exporters/kineto_export.h"
 #include "embedscope/sessions/importers/kineto_json/kineto_json.h"
+#include "embedscope/sessions/model/ring_all_reduce.h"
 #include "embedscope/sessions/store/session.h"
 #include "import_test_support.h"
 #include "support/cli_run.h"
@@ -322,6 +323,13 @@ TEST(KinetoExport, CommArgsGiveBackTheRecordsBytesByTheImportersRule) {
   a = ss::kineto_comm_args(c);
   EXPECT_EQ(a.in_nelems, 779);
   EXPECT_EQ(a.out_nelems, 779);
+  // the same all-reduce recorded in whole elements (model/ring_all_reduce.h): chunks 260, 260,
+  // 259; rank 0 sends 2 x (779 - 260) x 4 = 4,152 B, which only 779 elements give it (778: 4,144,
+  // 780: 4,160)
+  c.bytes_sent = c.bytes_received = 4152;
+  a = ss::kineto_comm_args(c);
+  EXPECT_EQ(a.in_nelems, 779);
+  EXPECT_EQ(ss::ring_all_reduce_bytes(a.in_nelems, 3, 0, 4), 4152);
   c.peers = {0, 1, 2, 3};
   // reduce_scatter of 1000 float32 (no splits recorded): (n-1)/n x 4000 B = 3000 B; out 1000 / 4
   c.op = "reduce_scatter";

@@ -130,7 +130,8 @@ TEST(Fixd49Import, AWaitSpanIsNoCollectiveAndBytesSplitSentAndReceived) {
   s = d49_cli("stats gloo_wait.db");
   ASSERT_EQ(s.code, 0) << s.err;
   EXPECT_NE(s.out.find("  (bytes sent: what the ranks put on the wire to their peers, as the rank table's; a ring "
-                       "all-reduce of B bytes on n ranks sends 2(n-1)/n x B per rank, B itself at n = 2)\n"),
+                       "all-reduce of B bytes on n ranks sends 2(n-1)/n x B per rank, B itself at n = 2; in whole "
+                       "elements, 2(n-1) x B over the ranks)\n"),
             std::string::npos)
       << s.out;
   const std::string header = d49_collectives_line(s.out, "  name");

@@ -211,7 +211,8 @@ class ProcessGroup {
   /// rank. So data[i] = round_p(sum over ranks r in order of round_p(x_r[i])), the same on every
   /// rank; a sum whose terms are all zero but one is that term rounded, exactly. Recorded as one
   /// all_reduce of dtype precision_dtype(p), bytes a ring all-reduce of 2-byte elements moves
-  /// (all_reduce_bytes(count, n, 2): 2 (n-1)/n x count x 2 each way). fp32: all_reduce_sum.
+  /// (all_reduce_bytes(count, n, rank, 2): 2 (count - this rank's ring chunk) x 2 B each way).
+  /// fp32: all_reduce_sum.
   /// `err` (may be null) accumulates the error of the terms rounded.
   void all_reduce_q(const char* op_name, float* data, int64_t count, CommPrecision p, QuantError* err);
 

@@ -62,6 +62,14 @@ float lm_initial_weight(uint64_t seed, int which, int64_t index, int64_t hidden_
 /// `v` as the forward pass reads it: rounded to bf16 / fp16 (nearest even), unchanged for fp32.
 float lm_read_weight(float v, LmDataType t);
 
+/// The 2-byte code of `v` rounded to bf16 / fp16 (nearest even; Eigen::bfloat16 / Eigen::half
+/// bits), what the read copy of the output projection stores: lm_code_value(lm_read_code(v, t),
+/// t) == lm_read_weight(v, t). Examples: 1.0f -> 0x3F80 (bf16), 0x3C00 (fp16); 0.1f -> 0x3DCD
+/// (bf16), 0x2E66 (fp16). Throws std::invalid_argument for fp32 (no 2-byte code).
+uint16_t lm_read_code(float v, LmDataType t);
+/// The value of a bf16 / fp16 code (exact in fp32). Throws std::invalid_argument for fp32.
+float lm_code_value(uint16_t code, LmDataType t);
+
 struct ProgramOp;
 
 /// One rank's parameters and its training step. Not thread-safe: one rank at a time calls it
@@ -81,7 +89,8 @@ struct ProgramOp;
 ///            grad_all_reduce (each running the collectives the program lists, on `world`)
 ///
 /// Memory: with an `arena`, every buffer the estimate (planner/lm_memory_estimate.h) counts is a
-/// block of it under a tag: "weights" (E, O and the bf16 / fp16 read copy), "gradients" (of E
+/// block of it under a tag: "weights" (E, O and the bf16 / fp16 read copy: rows x H 2-byte
+/// codes, lm_read_code), "gradients" (of E
 /// and O), "dense" (body weights and their gradients), "optimizer_state" (adam: the two moments
 /// of E, O and the body), "logits" (the [Tc x rows] slice, exp and
 /// gradient in place), "activations" (the body's inputs and tanh outputs [Tl x H], the lookup's

@@ -27,7 +27,7 @@ struct LmMemoryEstimate {
   int64_t table_bytes = 0;          ///< rows x H x 4: the fp32 master of E
   int64_t output_projection_bytes = 0;  ///< rows x H x 4 when untied, else 0
   /// bf16 / fp16: the rounded copy of the output projection (tied: of E) the logits read,
-  /// rows x H x 4 (stored as fp32 values here); 0 for fp32.
+  /// rows x H x 2 (2-byte codes, model/lm_embedding.h lm_read_code); 0 for fp32.
   int64_t read_copy_bytes = 0;
   int64_t gradient_bytes = 0;       ///< fp32 gradients of E (and O): as table + output projection
   /// adam: 2 x the fp32 parameters (E, O and the body: m and v, optimizer_state); sgd: 0

@@ -102,7 +102,9 @@ std::string kineto_dtype(const std::string& dtype);
 
 /// A collective record's record_param_comms args in PyTorch's convention: element counts such
 /// that the Kineto importer's byte rule gives back the record's bytes (all_to_all: the splits;
-/// all_reduce: in = out = bytes_sent n / (2 (n - 1) elem); all_gather: out = the elements
+/// all_reduce: in = out = the count whose ring bytes on this group rank are bytes_sent
+/// (model/ring_all_reduce.h ring_all_reduce_count; a session of the rule of before, bytes_sent n /
+/// (2 (n - 1) elem)); all_gather: out = the elements
 /// received from all n peers, in = out / n; reduce_scatter: in = the elements sent, out = in / n;
 /// others: bytes sent / received over the element size; each division rounded up, which gives
 /// back the buffer's elements from bytes rounded down). n = the record's peers.
