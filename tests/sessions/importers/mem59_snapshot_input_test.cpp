@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "embedscope/sessions/importers/torch_memory_snapshot/snapshot.h"
 #include "import_test_support.h"
 #include "support/cli_run.h"
@@ -76,4 +78,27 @@ TEST(Mem59SnapshotInput, ANonSnapshotPickleInADirectoryGetsTheDirectoryHint) {
       EMBEDSCOPE_CLI, "import " + (dir / "b.pickle").string() + " -o " + db, import_scratch());
   EXPECT_EQ(named.code, 2);
   EXPECT_EQ(named.err.find("every .pickle"), std::string::npos) << named.err;
+}
+
+// tester59 F3: "at peak reserved" folds the segment_alloc that sets the peak (entry 5, the small
+// segment) into the alloc it was made for (entry 6), as docs/output.md says; the figures there
+// are the hand ones: free 4 MiB + (2 MiB - 1 KiB) = 6,290,432 B, fragmentation 1 - 4 MiB /
+// 6,290,432 = 0.3332248, memviz (4 MiB^2 + 2,096,128^2) / 22 MiB^2 = 0.0413142.
+TEST(Mem59SnapshotInput, PeakReservedIsTheAllocTheSegmentWasReservedFor) {
+  const std::string db = scratch_db("mem59_mine.db");
+  fs::remove(db);
+  const auto imp = embedscope::test_support::run_cli(
+      EMBEDSCOPE_CLI, "import " + m59_snap("tester59_mine.pickle") + " -o " + db, import_scratch());
+  ASSERT_EQ(imp.code, 0) << imp.out << imp.err;
+  const auto r = embedscope::test_support::run_cli(EMBEDSCOPE_CLI, "stats " + db + " --json", import_scratch());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(r.out)["memory"][0];
+  EXPECT_EQ(m["peak_reserved_bytes"], 23068672);
+  EXPECT_EQ(m["peak_reserved_entry"], 6);
+  EXPECT_EQ(m["peak_allocated_bytes"], 16778240);
+  EXPECT_EQ(m["peak_entry"], 6);
+  EXPECT_EQ(m["at_peak_reserved"]["free_in_segments_bytes"], 6290432);
+  EXPECT_NEAR(m["at_peak_reserved"]["external_fragmentation"].get<double>(), 1.0 - 4194304.0 / 6290432.0, 1e-12);
+  EXPECT_NEAR(m["at_peak_reserved"]["memviz_fragmentation"].get<double>(),
+              (4194304.0 * 4194304.0 + 2096128.0 * 2096128.0) / (23068672.0 * 23068672.0), 1e-12);
 }
