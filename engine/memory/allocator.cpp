@@ -88,33 +88,52 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
     if (shown++ == 3) break;
     holders += fmt::format("{}{} {}", holders.empty() ? "" : ", ", t, format_bytes(b));
   }
-  std::string why, advice;
+  // "allocating the largest long-lived buffers first" helps only where the live blocks of the
+  // request's pool differ in size: with one size every order makes the same layout
+  const bool small_request = rounded <= kSmallSize;
+  bool sizes_differ = false;
+  {
+    int64_t first = -1;
+    for (const auto& seg : snapshot())
+      if (config_.kind == AllocatorKind::direct || pool || seg.small_pool == small_request)
+        for (const auto& b : seg.blocks)
+          if (b.allocated) {
+            if (first >= 0 && b.size != first) sizes_differ = true;
+            first = b.size;
+          }
+  }
+  const std::string order_tip = "allocating the largest long-lived buffers first";
+  std::string why, advice, setting_advice, other_advice;
   if (too_small) {
     why = fmt::format("capacity: the device ({}) is smaller than the {} the {} allocator reserves for this request",
                       format_bytes(st.capacity), format_bytes(reservation), to_string(config_.kind));
-    advice = config_.kind == AllocatorKind::direct ? "give the device more memory"
-                                                   : fmt::format("give the device at least {}, or use the direct allocator, "
-                                                                 "which reserves only what is asked for",
-                                                                 format_bytes(reservation));
+    if (config_.kind == AllocatorKind::direct) {
+      other_advice = advice = "give the device more memory";
+    } else {
+      other_advice = fmt::format("give the device at least {}", format_bytes(reservation));
+      setting_advice = "use the direct allocator, which reserves only what is asked for";
+      advice = other_advice + ", or " + setting_advice;
+    }
   } else if (refused_with_room) {
     why = fmt::format("the device's memory: the {} of capacity not reserved would hold a new {} {} for it, but {}: "
                       "the memory this capacity counts on is not free (another process or context holds it)",
                       format_bytes(st.capacity - st.reserved), format_bytes(reservation), unit, refused);
-    advice = "give the device a capacity (devices.memory_bytes) of at most the memory it has free, or free what "
-             "else holds its memory";
+    other_advice = advice = "give the device a capacity (devices.memory_bytes) of at most the memory it has free, or "
+                            "free what else holds its memory";
   } else if (!fragmentation) {
     why = fmt::format("capacity: only {} of the device are free (capacity {} - allocated {})", format_bytes(free_bytes),
                       format_bytes(st.capacity), format_bytes(st.allocated));
-    advice = "the live data does not fit this device: spread the largest tables over more devices (row_wise, "
-             "column_wise), lower batch_size, or use an optimizer with less state (sgd, rowwise_adagrad)";
+    other_advice = advice = "the live data does not fit this device: spread the largest tables over more devices "
+                            "(row_wise, column_wise), lower batch_size, or use an optimizer with less state (sgd, "
+                            "rowwise_adagrad)";
   } else if (pool) {
     why = fmt::format("pool fragmentation: {} are free, but the cudaMallocAsync pool (reserved {}) could not place {} in "
                       "one piece, even after trimming it (the pool hides its layout)",
                       format_bytes(free_bytes), format_bytes(st.reserved), format_bytes(bytes));
-    advice = "try the expandable allocator (expandable_segments), whose one range per pool maps pages beside freed "
-             "space instead of stranding it, or "
-             "the caching allocator, whose blocks this session can show, or allocating the largest long-lived buffers "
-             "first";
+    setting_advice = "the expandable allocator (expandable_segments), whose one range per pool maps pages beside freed "
+                     "space instead of stranding it, or the caching allocator, whose blocks this session can show";
+    if (sizes_differ) other_advice = order_tip;
+    advice = "try " + setting_advice + (other_advice.empty() ? "" : ", or " + other_advice);
   } else {
     // The caching allocator serves requests of at most 1 MiB from its small pool (2 MiB
     // segments or, expandable, pages) and larger ones from the large pool; a free block of the
@@ -159,19 +178,23 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
                         "and {}",
                         format_bytes(free_bytes), format_bytes(oversize_free), format_bytes(max_split),
                         format_bytes(bytes), unreserved);
-      advice = fmt::format("try without max_split_size, or with one above {} (so that the large free blocks serve "
-                           "small requests), or allocating the largest long-lived buffers first",
-                           format_bytes(oversize_free));
+      setting_advice = fmt::format("without max_split_size, or with one above {} (so that the large free blocks "
+                                   "serve small requests)",
+                                   format_bytes(oversize_free));
+      if (sizes_differ) other_advice = order_tip;
+      advice = "try " + setting_advice + (other_advice.empty() ? "" : ", or " + other_advice);
     } else {
       why = fmt::format("fragmentation: {} are free, but {}, and {}", format_bytes(free_bytes), largest, unreserved);
-      std::vector<std::string> tips;
+      std::vector<std::string> tips, others;
       if (config_.kind != AllocatorKind::expandable)
         tips.push_back("the expandable allocator (expandable_segments), whose one range per pool maps pages beside "
                        "freed space instead of stranding it");
-      if (config_.kind != AllocatorKind::direct && config_.max_split_size == 0)
+      // PyTorch applies max_split_size to large-pool blocks only (small-pool blocks are < 1 MiB,
+      // far below the 20 MiB it must be at least): no advice for a small-pool request
+      if (config_.kind != AllocatorKind::direct && config_.max_split_size == 0 && !small)
         tips.push_back("a max_split_size, so that large cached blocks are not split by small requests");
       if (config_.kind == AllocatorKind::direct) tips.push_back("the caching allocator, which reuses freed blocks");
-      tips.push_back("allocating the largest long-lived buffers first");
+      if (sizes_differ) others.push_back(order_tip);
       // the layout the device has now, with one more reservation: what more capacity would buy
       // never a capacity the device already has: "at least 8.0 GiB" for 8.0 GiB + 6.0 MiB on 8.0 GiB
       // reads as what it has (tester43 F20); said as the bytes more then
@@ -180,21 +203,33 @@ DeviceOutOfMemory DeviceAllocator::out_of_memory(int64_t bytes, const std::strin
                                              config_.kind == AllocatorKind::expandable ? "of pages" : "segment",
                                              format_bytes(st.reserved));
       if (need > st.capacity)
-        tips.push_back(format_bytes(need) == format_bytes(st.capacity)
+        others.push_back(format_bytes(need) == format_bytes(st.capacity)
                            ? fmt::format("give the device {} more than its {} {}", format_bytes(need - st.capacity),
                                          format_bytes(st.capacity), beside)
                            : fmt::format("give the device at least {} {}", format_bytes(need), beside));
-      for (size_t i = 0; i < tips.size(); ++i) advice += (i == 0 ? "" : i + 1 == tips.size() ? ", or " : ", ") + tips[i];
-      advice = "try " + advice;
+      auto join = [](const std::vector<std::string>& v) {
+        std::string out;
+        for (size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? ", or " : ", ") + v[i];
+        return out;
+      };
+      setting_advice = join(tips);
+      other_advice = join(others);
+      std::vector<std::string> all = tips;
+      all.insert(all.end(), others.begin(), others.end());
+      advice = "try " + join(all);
     }
   }
-  return DeviceOutOfMemory(
+  const std::string explanation =
       fmt::format("out of memory allocating {} for {} ({} allocator): {}. Allocated {}, reserved {} of {}; largest "
-                  "free block {}; most memory held by {}. Advice: {}",
+                  "free block {}; most memory held by {}.",
                   format_bytes(bytes), tag, to_string(config_.kind), why, format_bytes(st.allocated),
                   format_bytes(st.reserved), format_bytes(st.capacity), format_bytes(st.largest_free_block),
-                  holders.empty() ? "nothing" : holders, advice),
-      fragmentation, bytes, free_bytes, st.largest_free_block);
+                  holders.empty() ? "nothing" : holders);
+  DeviceOutOfMemory e(explanation + " Advice: " + advice, fragmentation, bytes, free_bytes, st.largest_free_block);
+  e.explanation = explanation;
+  e.setting_advice = setting_advice;
+  e.other_advice = other_advice;
+  return e;
 }
 
 VmmPages::VmmPages(int64_t granularity) : granularity_(granularity) {
@@ -254,10 +289,16 @@ DeviceOutOfMemory stream_rule_oom(const DeviceOutOfMemory& e, const std::vector<
       "handed to a request on another (the per-stream rule, as PyTorch's caching allocator): stream {}'s largest free "
       "block is {}",
       format_bytes(other), others.size() > 1 ? "s" : "", streams, stream, format_bytes(own));
-  std::string msg = e.what();
+  std::string msg = e.what(), explanation = e.explanation;
   const auto at = msg.find(". Allocated ");
   msg.insert(at == std::string::npos ? msg.size() : at, note);
-  return DeviceOutOfMemory(msg, e.fragmentation, e.requested, e.free_bytes, e.largest_free_block);
+  const auto at_e = explanation.find(". Allocated ");
+  explanation.insert(at_e == std::string::npos ? explanation.size() : at_e, note);
+  DeviceOutOfMemory out(msg, e.fragmentation, e.requested, e.free_bytes, e.largest_free_block);
+  out.explanation = explanation;
+  out.setting_advice = e.setting_advice;
+  out.other_advice = e.other_advice;
+  return out;
 }
 
 // One allocator for the three kinds: segments of blocks, a best-fit index of free blocks. The

@@ -1,5 +1,7 @@
 #include "embedscope/engine/memory/memory.h"
 
+#include "embedscope/engine/memory/replay.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -19,14 +21,103 @@ Allocation DeviceArena::allocate(const std::string& tag, int64_t bytes) {
   try {
     Allocation a = allocator_->allocate(bytes, tag);
     allocator_ns_ += now_ns() - t0;
+    if (!log_cut_) {
+      const int64_t id = ++next_log_id_;
+      log_ids_[a.address] = id;
+      log(static_cast<uint8_t>(MemoryAction::Kind::alloc), id, bytes);
+    }
     return a;
   } catch (const DeviceOutOfMemory& e) {
     if (on_oom_) on_oom_();
-    throw OomError(fmt::format("rank {}: {}", rank_, e.what()), rank_, e.fragmentation, bytes);
+    const std::string advice = oom_advice_from_replays(e, bytes);
+    const std::string text = advice.empty() || e.explanation.empty() ? std::string(e.what())
+                                                                     : e.explanation + " Advice: " + advice;
+    throw OomError(fmt::format("rank {}: {}", rank_, text), rank_, e.fragmentation, bytes);
   }
 }
 
+void DeviceArena::log(uint8_t kind, int64_t id, int64_t size) {
+  if (log_cut_) return;
+  if (log_.size() >= kOomLogLimit) {
+    log_cut_ = true;
+    log_.clear();
+    log_.shrink_to_fit();
+    log_ids_.clear();
+    return;
+  }
+  log_.push_back({id, size, kind});
+}
+
+void DeviceArena::mark_step_end() { log(255, 0, 0); }
+
+std::string DeviceArena::oom_advice_from_replays(const DeviceOutOfMemory& failed, int64_t bytes) const {
+  const AllocatorConfig own = allocator_->config();
+  if (log_cut_ || own.kind == AllocatorKind::cuda_async || !failed.fragmentation) return "";
+  std::vector<MemoryAction> actions, packed;
+  actions.reserve(log_.size() + 1);
+  bool steps = false;
+  for (const auto& l : log_) {
+    if (l.kind == 255) {
+      steps = true;
+      MemoryAction c;
+      c.kind = MemoryAction::Kind::compact;
+      c.entry = static_cast<int64_t>(actions.size());
+      packed.push_back(c);
+      continue;
+    }
+    MemoryAction a;
+    a.kind = static_cast<MemoryAction::Kind>(l.kind);
+    a.id = l.id;
+    a.size = l.size;
+    a.entry = static_cast<int64_t>(actions.size());
+    actions.push_back(a);
+    packed.push_back(a);
+  }
+  MemoryAction request;
+  request.kind = MemoryAction::Kind::alloc;
+  request.id = -1;  // no block address is negative
+  request.size = bytes;
+  request.entry = static_cast<int64_t>(actions.size());
+  actions.push_back(request);
+  packed.push_back(request);
+  AllocatorConfig base = own;
+  base.back_with_memory = false;
+  std::vector<ReplayResult> rows;
+  rows.push_back(replay_actions(actions, {}, base, "the run", true));
+  if (!rows.front().oom || rows.front().oom_action != request.entry) return "";  // the replay is not this run
+  auto add = [&](AllocatorKind k, int64_t max_split) {
+    AllocatorConfig c = base;
+    c.kind = k;
+    c.max_split_size = max_split;
+    if (k == own.kind && max_split == own.max_split_size) return;
+    rows.push_back(replay_actions(actions, {}, c, "the run", true));
+  };
+  for (const AllocatorKind k : {AllocatorKind::caching, AllocatorKind::expandable, AllocatorKind::direct}) add(k, 0);
+  // PyTorch applies max_split_size to the large pool only
+  if (round_size(bytes) > kSmallSize) add(AllocatorKind::caching, own.max_split_size > 0 ? 0 : kMinMaxSplitSizeBytes);
+  if (steps && own.kind != AllocatorKind::direct) {
+    ReplayResult r = replay_actions(packed, {}, base, "the run", true);
+    r.label = fmt::format("{} with memory.compaction 1 (the device packed after every step)", setting_label(own));
+    rows.push_back(r);
+  }
+  // the run's actions after the OOM never happened: a setting that completes these may still run
+  // out later (an expandable run that fails in its warmup step against caching, which fails a step later)
+  const std::string what = fmt::format("this rank's {} allocator actions so far and this request (what the run "
+                                       "would have done after it is unknown)",
+                                       actions.size() - 1);
+  advise_from_replays(rows, what, [&](const AllocatorConfig& c) {
+    ReplayResult r = replay_actions(actions, {}, c, "the run", true);
+    return r;
+  });
+  return rows.front().oom_advice;
+}
+
 void DeviceArena::release(const Allocation& a) {
+  if (!log_cut_)
+    if (auto it = log_ids_.find(a.address); it != log_ids_.end()) {
+      log(static_cast<uint8_t>(MemoryAction::Kind::free), it->second, 0);
+      log_ids_.erase(it);
+    }
   const int64_t t0 = now_ns();
   allocator_->free(a);
   allocator_ns_ += now_ns() - t0;
@@ -42,6 +133,14 @@ DeviceArena::Compaction DeviceArena::compact() {
   std::stable_sort(owners.begin(), owners.end(), [](const auto& a, const auto& b) {
     return a.first->size != b.first->size ? a.first->size > b.first->size : a.first->address < b.first->address;
   });
+  log(static_cast<uint8_t>(MemoryAction::Kind::compact), 0, 0);
+  const size_t logged = log_.size();
+  std::vector<int64_t> ids;  // each moved block's logged id, kept across its move
+  for (const auto& [owner, tag] : owners) {
+    const auto it = log_ids_.find(owner->address);
+    ids.push_back(it == log_ids_.end() ? 0 : it->second);
+    if (it != log_ids_.end()) log_ids_.erase(it);
+  }
   std::vector<std::vector<char>> saved;
   saved.reserve(owners.size());
   for (auto& [owner, tag] : owners) {
@@ -57,6 +156,12 @@ DeviceArena::Compaction DeviceArena::compact() {
     c.bytes_moved += static_cast<int64_t>(saved[i].size());
     ++c.blocks_moved;
     owner = fresh;
+  }
+  // the compaction is one logged action: its frees and allocations are what Kind::compact replays
+  if (!log_cut_ && log_.size() >= logged) {
+    log_.resize(logged);  // the moved blocks keep their ids at their new addresses
+    for (size_t i = 0; i < owners.size(); ++i)
+      if (ids[i] != 0) log_ids_[owners[i].first->address] = ids[i];
   }
   const MemoryStats after = allocator_->stats();
   c.reserved_after = after.reserved;

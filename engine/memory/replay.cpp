@@ -120,6 +120,105 @@ std::string setting_label(const AllocatorConfig& c) {
 }
 
 namespace {
+bool same_setting(const AllocatorConfig& a, const AllocatorConfig& b) {
+  return a.kind == b.kind && a.max_split_size == b.max_split_size;
+}
+// a setting as the advice names it: direct is no PyTorch allocator of its own name
+std::string advice_label(const ReplayResult& r) {
+  const AllocatorConfig& c = r.config;
+  if (r.label != setting_label(c) && r.label.find(" (recorded)") == std::string::npos) return r.label;  // a named variant
+  if (c.kind == AllocatorKind::direct)
+    return "direct (one segment per allocation, no cache: PYTORCH_NO_CUDA_MEMORY_CACHING=1)";
+  if (c.kind == AllocatorKind::expandable)
+    return c.max_split_size > 0 ? "expandable_segments with max_split_size " + format_bytes(c.max_split_size)
+                                : "expandable_segments";
+  return setting_label(c);
+}
+std::string join_and(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
+  return out;
+}
+}  // namespace
+
+std::string advice_from_replays(const AllocatorConfig& failed, const std::vector<ReplayResult>& replays,
+                                const std::string& what, int64_t sufficient_capacity, const std::string& sufficient_label,
+                                const std::string& other_advice) {
+  std::vector<std::string> ok, out, out_verdicts;
+  ReplayResult failed_row;
+  failed_row.config = failed;
+  failed_row.label = setting_label(failed);
+  std::vector<const ReplayResult*> seen{&failed_row};
+  for (const auto& r : replays) {
+    // a setting replayed twice (the recorded settings' row and the same setting asked for) once
+    if (std::any_of(seen.begin(), seen.end(), [&](const ReplayResult* q) {
+          return same_setting(q->config, r.config) && (q->label == r.label || advice_label(*q) == advice_label(r));
+        }))
+      continue;
+    seen.push_back(&r);
+    std::string label = advice_label(r);
+    if (r.verdict() == "ok") {
+      const auto gloss = label.find(" (");
+      ok.push_back(gloss == std::string::npos
+                       ? fmt::format("{} (peak reserved {})", label, format_bytes(r.peak_reserved))
+                       : fmt::format("{} (peak reserved {}; {}", label.substr(0, gloss), format_bytes(r.peak_reserved),
+                                     label.substr(gloss + 2)));
+    } else {
+      out.push_back(label);
+      out_verdicts.push_back(r.verdict());
+    }
+  }
+  std::string a;
+  const bool one_verdict = std::all_of(out_verdicts.begin(), out_verdicts.end(),
+                                       [&](const std::string& v) { return v == out_verdicts.front(); });
+  if (!one_verdict)
+    for (size_t i = 0; i < out.size(); ++i) out[i] += " (" + out_verdicts[i] + ")";
+  const std::string common = one_verdict && !out.empty() ? " (" + out_verdicts.front() + ")" : "";
+  const std::string others_fail =
+      out.empty() ? "" : fmt::format("; {} do{} not{}", join_and(out), out.size() == 1 ? "es" : "", common);
+  if (!ok.empty()) {
+    a = fmt::format("of the other settings replayed on {}, {}{} complete{} them: use {}{}", what,
+                    out.empty() ? "" : "only ", join_and(ok), ok.size() == 1 ? "s" : "", ok.size() == 1 ? "it" : "one of them",
+                    others_fail);
+  } else {
+    a = out.empty() ? fmt::format("no other setting was replayed on {}", what)
+                    : fmt::format("none of the other settings replayed on {} completes them: {} {}{}", what,
+                                  join_and(out), out.size() == 1 ? "does not" : "do not either", common);
+    if (sufficient_capacity > 0)
+      a += fmt::format("; a capacity of {} would have sufficed ({} reserves at most that for them)",
+                       format_bytes(sufficient_capacity), sufficient_label);
+  }
+  if (!other_advice.empty()) a += fmt::format("; with {} itself: {}", advice_label(failed_row), other_advice);
+  return a;
+}
+
+void advise_from_replays(std::vector<ReplayResult>& rows, const std::string& what,
+                         const std::function<ReplayResult(const AllocatorConfig&)>& replay_unlimited) {
+  bool any_oom = false, any_ok = false;
+  for (const auto& r : rows) {
+    any_oom = any_oom || r.oom;
+    any_ok = any_ok || r.verdict() == "ok";
+  }
+  if (!any_oom) return;
+  int64_t sufficient = 0;
+  std::string sufficient_label;
+  if (!any_ok && replay_unlimited) {
+    for (const auto& r : rows) {
+      AllocatorConfig c = r.config;
+      c.capacity_bytes = kMaxMemoryBytes;
+      const ReplayResult u = replay_unlimited(c);
+      if (u.oom) continue;
+      if (sufficient == 0 || u.peak_reserved < sufficient) sufficient = u.peak_reserved, sufficient_label = u.label;
+    }
+  }
+  for (auto& r : rows) {
+    if (!r.oom) continue;
+    r.oom_advice = advice_from_replays(r.config, rows, what, sufficient, sufficient_label, r.oom_other_advice);
+    r.oom_message = r.oom_explanation + " Advice: " + r.oom_advice + r.oom_note;
+  }
+}
+
+namespace {
 constexpr int64_t kNoStop = -1;
 
 const char* kind_name(MemoryAction::Kind k) {
@@ -129,6 +228,7 @@ const char* kind_name(MemoryAction::Kind k) {
     case MemoryAction::Kind::free_requested: return "free_requested";
     case MemoryAction::Kind::free_completed: return "free_completed";
     case MemoryAction::Kind::empty_cache: return "empty_cache";
+    case MemoryAction::Kind::compact: return "compact";
   }
   return "alloc";
 }
@@ -156,19 +256,24 @@ ReplayResult replay_pass(const std::vector<MemoryAction>& actions, const std::ve
   auto on_oom = [&](const DeviceOutOfMemory& e, int64_t at, int64_t bytes) {
     r.oom = true;
     r.oom_action = at;
-    r.oom_message = e.what();
+    r.oom_explanation = e.explanation;
+    r.oom_advice = e.what();
+    if (const auto at_advice = r.oom_advice.rfind(" Advice: "); at_advice != std::string::npos)
+      r.oom_advice = r.oom_advice.substr(at_advice + 9);
+    r.oom_other_advice = e.other_advice;
     r.pending_bytes_at_oom = pending_bytes;
     const MemoryStats st = alloc->stats();
     const int64_t rounded = round_size(bytes);
     if (pending_bytes > 0 && st.capacity - st.allocated < rounded && st.capacity - st.allocated + pending_bytes >= rounded) {
       r.oom_pending = true;
-      r.oom_message += fmt::format(
+      r.oom_note = fmt::format(
           " Pending frees: {} in blocks freed on another stream (free_requested) had not completed (free_completed); "
           "they were not reusable yet, and with them the request of {} would have had enough free bytes",
           format_bytes(pending_bytes), format_bytes(bytes));
     } else if (pending_bytes > 0) {
-      r.oom_message += fmt::format(" ({} were pending in blocks whose free had not completed)", format_bytes(pending_bytes));
+      r.oom_note = fmt::format(" ({} were pending in blocks whose free had not completed)", format_bytes(pending_bytes));
     }
+    r.oom_message = std::string(e.what()) + r.oom_note;
   };
   auto after = [&]() {
     const int64_t reserved = alloc->reserved_bytes();
@@ -239,6 +344,29 @@ ReplayResult replay_pass(const std::vector<MemoryAction>& actions, const std::ve
         live.erase(it);
         break;
       case MemoryAction::Kind::empty_cache: alloc->empty_cache(); break;
+      case MemoryAction::Kind::compact: {
+        // DeviceArena::compact: every live block out, the cache released, the blocks allocated
+        // again largest first (address order among equals); pending blocks stay where they are
+        std::vector<std::pair<int64_t, Live*>> moved;
+        for (auto& [id, l] : live)
+          if (!l.pending) moved.emplace_back(id, &l);
+        std::sort(moved.begin(), moved.end(), [](const auto& x, const auto& y) {
+          return x.second->a.size != y.second->a.size ? x.second->a.size > y.second->a.size
+                                                      : x.second->a.address < y.second->a.address;
+        });
+        for (auto& [id, l] : moved) alloc->free(l->a);
+        alloc->empty_cache();
+        for (auto& [id, l] : moved) {
+          try {
+            l->a = alloc->allocate_on(l->a.requested, "compacted", 0);
+          } catch (const DeviceOutOfMemory& e) {
+            on_oom(e, where(i), l->a.requested);
+            live.erase(id);
+            break;
+          }
+        }
+        break;
+      }
     }
     } catch (const std::logic_error& e) {
       // the allocator model could not apply an action of a recorded trace (snap54, tester54 F4:

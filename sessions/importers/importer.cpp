@@ -87,6 +87,23 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
   return out;
 }
 
+std::string directory_rank_hint(const std::string& dir) {
+  return fmt::format("; every .pickle / .pickle.gz file of a directory ({}) is imported as one rank: remove it from "
+                     "there, or import the snapshots by name",
+                     dir);
+}
+
+torch_snapshot::MemorySnapshotFile load_rank_snapshot(const std::string& file,
+                                                      const std::map<std::string, std::string>& directory_of) {
+  try {
+    return torch_snapshot::load_snapshot(file);
+  } catch (const torch_snapshot::SnapshotError& e) {
+    const auto dir = directory_of.find(file);
+    if (dir == directory_of.end()) throw;
+    throw torch_snapshot::SnapshotError(e.what() + directory_rank_hint(dir->second));
+  }
+}
+
 namespace {
 // What is wrong with a file whose start cannot be told (gzip that inflates to too little, an
 // SQLite file with a damaged header page): "" for a file that is whole. detect() refuses such a
@@ -116,9 +133,7 @@ bool gzipped(const std::string& f) {
 void refuse_non_snapshot_pickle(const std::string& f, const std::string& dir) {
   const std::string head = read_head(f, 2);  // gunzipped when gzip
   if (pickle::is_pickle(head)) return;
-  const std::string where = fmt::format("; every .pickle / .pickle.gz file of a directory ({}) is imported as one "
-                                        "rank: remove it from there, or import the snapshots by name",
-                                        dir);
+  const std::string where = directory_rank_hint(dir);
   if (const int protocol = pickle::old_pickle_protocol(head); protocol >= 0)
     throw ImportError(pickle::old_pickle_message(f, protocol) + where);
   std::string starts;
@@ -161,6 +176,7 @@ InputFiles select_inputs(const std::vector<std::string>& paths) {
       try {
         if (!pickle::is_pickle(read_head(f, 2))) detect(f);
         out.files.push_back(f);
+        out.directory_of[f] = p;
         ++kept;
       } catch (const ImportError& e) {
         if (reason.empty()) reason = e.what();
@@ -221,7 +237,7 @@ ImportSummary import_paths(const std::vector<std::string>& paths, SessionWriter&
     snaps.reserve(files.size());
     for (const auto& f : files) {
       if (options.progress) options.progress("reading " + f);
-      snaps.push_back(torch_snapshot::load_snapshot(f));
+      snaps.push_back(load_rank_snapshot(f, selected.directory_of));
       check_cancelled(options);
     }
     std::vector<torch_snapshot::SnapshotInput> inputs;

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -80,6 +81,9 @@ std::unique_ptr<sessions::SessionReader> open_for_stats(const std::string& file,
 /// in this order, torch_snapshot::import_torch_memory_snapshots) into the session `out` ("":
 /// the first file's name with .db) and prints a summary (or JSON). Returns 0; bad input throws
 /// SessionError (PickleError, SnapshotError).
-int import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json);
+/// `directory_of`: InputFiles::directory_of (a snapshot found in a directory is refused with
+/// directory_rank_hint added).
+int import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json,
+                           const std::map<std::string, std::string>& directory_of = {});
 
 }  // namespace embedscope::cli

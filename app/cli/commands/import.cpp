@@ -124,7 +124,7 @@ int cmd_import(const ImportState& s) {
     if (auto other = std::find_if_not(files.begin(), files.end(), is_memory_snapshot_file); other != files.end())
       throw si::ImportError(si::mixed_snapshot_inputs_message(
           *other, files.size(), *std::find_if(files.begin(), files.end(), is_memory_snapshot_file)));
-    return import_memory_snapshot(files, s.output, s.overwrite, s.json);
+    return import_memory_snapshot(files, s.output, s.overwrite, s.json, selected.directory_of);
   }
   const si::Importer& importer = si::detect(files.front());
   for (const auto& f : files)

@@ -37,7 +37,8 @@ bool is_memory_snapshot_file(const std::string& path) {
   return ss::pickle::is_pickle(ss::importers::read_head(path, 2));  // gunzipped when gzip
 }
 
-int import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json) {
+int import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json,
+                           const std::map<std::string, std::string>& directory_of) {
   const std::string& file = files.front();
   std::string target = out;
   if (target.empty()) {
@@ -52,7 +53,7 @@ int import_memory_snapshot(const std::vector<std::string>& files, const std::str
   CancelWrites cancel("import", target, "kept", as_json, "\ncancelling the import\n");
   std::vector<ts::MemorySnapshotFile> snaps;  // read before the session exists: bad input leaves nothing
   snaps.reserve(files.size());
-  for (const auto& f : files) snaps.push_back(ts::load_snapshot(f));
+  for (const auto& f : files) snaps.push_back(ss::importers::load_rank_snapshot(f, directory_of));
   std::vector<ts::SnapshotInput> inputs;
   for (size_t k = 0; k < files.size(); ++k) inputs.push_back({&snaps[k], files[k]});
   // written beside `target` and renamed over it once complete (staged_output.h)

@@ -48,17 +48,20 @@ json memory_json(const es::WorkloadSpec& spec, const std::vector<es::DeviceMemor
 }
 
 // The same as a table, a line per rank; tables in host memory add the device cache (in the
-// total) and the host side (not) as columns of their own.
+// total) and the host side (not) as columns of their own. `reserved`: what the allocator setting
+// must reserve for it (segments or pages, DeviceMemoryEstimate::peak_reserved), the figure that
+// decides whether it fits the capacity (tester59 F6: only --json had it).
 std::string memory_text(const es::WorkloadSpec& spec, const std::vector<es::DeviceMemoryEstimate>& est) {
   const bool host = std::any_of(spec.tables.begin(), spec.tables.end(),
                                 [](const es::TableSpec& t) { return t.placement != es::TablePlacement::device; });
-  std::string out = fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}", "rank", "weights", "optimizer state",
-                                "dense", "buffers", "total", "capacity");
+  std::string out = fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12} {:>12}", "rank", "weights",
+                                "optimizer state", "dense", "buffers", "total", "reserved", "capacity");
   out += host ? fmt::format(" {:>12} {:>12} {:>14}\n", "device cache", "host", "host capacity") : std::string("\n");
   for (const auto& e : est) {
-    out += fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12}", e.rank, es::format_bytes(e.weights),
+    out += fmt::format("{:<5} {:>12} {:>16} {:>12} {:>12} {:>12} {:>12} {:>12}", e.rank, es::format_bytes(e.weights),
                        es::format_bytes(e.optimizer_state), es::format_bytes(e.dense), es::format_bytes(e.buffers),
-                       es::format_bytes(e.total()), es::format_bytes(spec.devices.memory_bytes));
+                       es::format_bytes(e.total()), es::format_bytes(e.peak_reserved),
+                       es::format_bytes(spec.devices.memory_bytes));
     out += host ? fmt::format(" {:>12} {:>12} {:>14}\n", es::format_bytes(e.cache), es::format_bytes(e.host),
                               es::format_bytes(spec.devices.host_memory_bytes))
                 : std::string("\n");
@@ -254,7 +257,10 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
   } else {
     std::cout << plan_table(spec, plan) << "\n" << table_storage_text(spec, plan) << "\n" << pipeline_text(spec)
               << "\n";
-    std::cout << memory_text(spec, est) << placement_text << host_verdict_text(spec, host);
+    // a refused plan: its refusal on stdout too, in place of "this machine fits" (tester59 F6)
+    std::cout << memory_text(spec, est) << placement_text
+              << (does_not_fit.empty() || !host.refusal.empty() ? host_verdict_text(spec, host)
+                                                                 : "the devices DO NOT FIT this plan: " + does_not_fit + "\n");
     if (const std::string note = es::idle_ranks_note(plan); !note.empty()) std::cout << note << "\n";
   }
   if (!does_not_fit.empty()) {

@@ -126,6 +126,15 @@ std::string capacity_note(int64_t capacity, int64_t peak_reserved, const es::Rep
   return fmt::format("{}: {} (the recorded run's own OOM: entry {})\n", head, replay, recorded_ooms.front());
 }
 
+// garbage_collection_threshold is not modelled (docs/sessions.md): a recorded value is said to be
+// ignored rather than silently dropped (tester59 F4); "" when the snapshot records none
+std::string gc_threshold_note(const ss::torch_snapshot::MemorySnapshotFile& snap) {
+  if (!snap.settings.present || snap.settings.garbage_collection_threshold <= 0) return "";
+  return fmt::format("note: the snapshot records garbage_collection_threshold {:g}, which the replay does not model: "
+                     "every row replays without it (cached blocks are freed only when a request fails, as with none)",
+                     snap.settings.garbage_collection_threshold);
+}
+
 int cmd_replay_snapshot(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
                         int64_t device, bool as_json) {
   const ss::torch_snapshot::MemorySnapshotFile snap = ss::torch_snapshot::load_snapshot(file);
@@ -163,7 +172,11 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     const int64_t cap = capacity > 0 ? capacity : known > 0 ? known : es::kMaxMemoryBytes;
     std::vector<es::AllocatorConfig> settings{es::recorded_config(snap, cap)};
     for (const auto& c : parse_settings(allocators, max_split, cap)) settings.push_back(c);
-    const es::SnapshotReplay rep = es::replay_snapshot(snap, d, settings, file);
+    es::SnapshotReplay rep = es::replay_snapshot(snap, d, settings, file);
+    // each OOM's advice from the rows beside it, not the allocator's untested candidates (tester59 F1)
+    es::advise_from_replays(rep.results, "the device's trace", [&](const es::AllocatorConfig& c) {
+      return es::replay_snapshot(snap, d, {c}, file).results.front();
+    });
     const es::ReplayResult& own = rep.results.front();
     const bool reproduces = own.final_segments == rep.snapshot_segments && own.final_reserved == rep.snapshot_reserved;
     // the verdict the workbench's Replay panel gives too (snap54, tester54 F9): a trace from the
@@ -206,7 +219,9 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
                        {"recorded_settings_reproduce_the_recording",
                         verdict.text.empty() ? json(nullptr) : json(verdict.reproduces)},
                        {"recorded_settings_verdict", verdict.text.empty() ? json(nullptr) : json(verdict.text)},
-                       {"problems", rep.problems}, {"results", rs}});
+                       {"problems", rep.problems}, {"results", rs},
+                       {"garbage_collection_threshold_not_replayed",
+                        gc_threshold_note(snap).empty() ? json(nullptr) : json(snap.settings.garbage_collection_threshold)}});
       continue;
     }
     std::cout << fmt::format("{} device {}: {} trace entries, device capacity {}\n", file, d, rep.entries, cap_text);
@@ -216,6 +231,7 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     std::vector<es::ReplayResult> rows = rep.results;
     rows.front().label += " (recorded)";
     print_table(rows);
+    if (const std::string gc = gc_threshold_note(snap); !gc.empty()) std::cout << "\n" << gc << "\n";
     if (!rep.problems.empty()) {
       // the entries `embedscope import` reports as problems; an alloc larger than its block is
       // replayed at the block's size, the figure `stats` uses (snap54, tester54 F4)
@@ -286,6 +302,7 @@ int cmd_replay(const std::string& file, const std::string& allocators, int64_t m
   if (cap <= 0) throw es::SpecError(fmt::format("{}: no capacity: give --capacity or \"capacity_bytes\" in the trace", file));
   std::vector<es::ReplayResult> results;
   for (const auto& c : parse_settings(allocators, max_split, cap)) results.push_back(es::replay(trace, c, file));
+  es::advise_from_replays(results, "the trace's actions", [&](const es::AllocatorConfig& c) { return es::replay(trace, c, file); });
   if (as_json) {
     json j = json::array();
     for (const auto& r : results) j.push_back(result_json(r));

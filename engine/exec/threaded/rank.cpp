@@ -42,6 +42,7 @@ void Rank::main() {
     const int64_t t0 = sh_.tracer.now_ns();
     step_start_ns_ = t0;
     const bool stop = step(it);
+    arena_.mark_step_end();  // where an OOM's replay with memory.compaction 1 packs the device
     // an earlier step's distinct-row counts not taken in this one (it ran no embedding backward
     // on the device): taken now, inside the step (a wait, counted, if the step made none)
     if (deferred_counts_ && deferred_counts_->step != step_of(it)) take_deferred_counts();

@@ -1,6 +1,7 @@
 #include "embedscope/sessions/importers/torch_memory_snapshot/snapshot.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <string_view>
 #include <tuple>
@@ -159,6 +160,14 @@ class Parser {
     if (v.kind() == Value::Kind::integer) return v.as_int() != 0;
     fail(p, fmt::format("must be a bool, got {}", kind(v)));
   }
+  // A range [address, address + bytes) that runs past 2^64 wraps around: no memory of any device
+  // (tester59 F2: such a segment was imported without a problem and stats lost its free block)
+  void no_wrap(uint64_t address, int64_t bytes, const Path& p, const char* size_field) const {
+    if (bytes > 0 && address > std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(bytes) + 1)
+      fail(p, fmt::format("address 0x{:x} + {} {} B wraps past 2^64 (the range would end at 0x{:x} of the next "
+                          "2^64): not a range of memory",
+                          address, size_field, bytes, address + static_cast<uint64_t>(bytes)));
+  }
   const std::string& text(const Value& v, const Path& p) const {
     if (!v.is_string()) fail(p, fmt::format("must be a str, got {}", kind(v)));
     return v.as_string();
@@ -229,6 +238,7 @@ class Parser {
     }
     if (!has_address) fail(p / "address", "missing");
     if (!has_total) fail(p / "total_size", "missing");
+    no_wrap(s.address, s.total_size, p, "total_size");
     if (const Value* b = v.get("blocks")) {
       const Path bp = p / "blocks";
       const auto& items = seq(*b, bp);
@@ -273,6 +283,7 @@ class Parser {
     }
     if (!has_size) fail(p / "size", "missing");
     if (!has_state) fail(p / "state", "missing");
+    no_wrap(b.address, b.size, p, "size");
     if (!has_frames)
       if (const Value* h = v.get("history"); h && h->is_sequence() && !h->items().empty()) {  // the older form
         const Path hp = (p / "history")[h->items().size() - 1];
@@ -309,6 +320,9 @@ class Parser {
     if (e.action != TraceAction::oom && e.size > kMaxSnapshotBytes)
       fail(p / "size", fmt::format("{} B is larger than any device's memory (at most {} B, 1 PiB, here)", e.size,
                                    kMaxSnapshotBytes));
+    // an oom entry's addr is the device's free bytes; the others' an address with size bytes from it
+    if (e.action != TraceAction::oom && e.action != TraceAction::snapshot && e.action != TraceAction::annotate)
+      no_wrap(e.addr, e.size, p, "size");
     return e;
   }
 

@@ -83,6 +83,19 @@ TEST(Scen56ScenarioClaims, CachingVsExpandableCachingEndsOomExpandableCompletes)
             std::string::npos)
       << caching.outcome.error;
 
+  // mem59 (tester59 F1): the advice is the replay of the rank's actions through the other
+  // settings: expandable (the second run) and direct complete them, max_split_size does not
+  EXPECT_NE(caching.outcome.error.find("Advice: of the other settings replayed on this rank's 61 allocator actions "
+                                       "so far and this request (what the run would have done after it is unknown), "
+                                       "only expandable_segments (peak reserved 664.0 MiB) and direct (peak reserved "
+                                       "647.8 MiB; "),
+            std::string::npos)
+      << caching.outcome.error;
+  EXPECT_NE(caching.outcome.error.find("; caching, max_split_size 20.0 MiB does not (OOM at action 61)"),
+            std::string::npos)
+      << caching.outcome.error;
+  EXPECT_EQ(caching.outcome.error.find("a max_split_size, so that"), std::string::npos) << caching.outcome.error;
+
   const S56Run expandable = s56_run(s, 1);
   EXPECT_EQ(expandable.outcome.ended, es::RunEnd::complete) << expandable.outcome.error;
   EXPECT_EQ(expandable.figures.ended, "complete");
@@ -113,6 +126,14 @@ TEST(Scen56ScenarioClaims, CompactionRescuesSemiSyncEndings) {
   EXPECT_EQ(caching.figures.steps, 1);  // step 0 measured, out of memory in step 1
   EXPECT_NE(caching.outcome.error.find("(caching allocator): fragmentation: 20.0 MiB are free"), std::string::npos)
       << caching.outcome.error;
+  // mem59 (tester59 F1): an 832 KiB small-pool request: compaction (the second run) and direct
+  // complete the rank's actions, expandable (the third run) does not, and max_split_size, which
+  // PyTorch applies to the large pool only, is not named
+  EXPECT_NE(caching.outcome.error.find("caching with memory.compaction 1 (peak reserved 644.0 MiB; the device packed "
+                                       "after every step) complete them: use one of them; expandable_segments does not"),
+            std::string::npos)
+      << caching.outcome.error;
+  EXPECT_EQ(caching.outcome.error.find("max_split_size"), std::string::npos) << caching.outcome.error;
 
   const S56Run compaction = s56_run(s, 1);
   EXPECT_EQ(compaction.outcome.ended, es::RunEnd::complete) << compaction.outcome.error;

@@ -62,7 +62,7 @@ TEST(PlanAutoCli, CriteoKaggleJsonCarriesTheStatsTable) {
   Result text = cli("plan --preset criteo_kaggle --devices 4 --auto");
   ASSERT_EQ(text.code, 0) << text.err;
   for (const char* s : {"planner statistics", "critical path", "lookups imbalance: max/mean", "KL divergence",
-                        "relative costs", "optimizer state        dense      buffers        total     capacity"})
+                        "relative costs", "optimizer state        dense      buffers        total     reserved     capacity"})
     EXPECT_NE(text.out.find(s), std::string::npos) << s;
 }
 

@@ -205,6 +205,15 @@ class DeviceOutOfMemory : public std::runtime_error {
         largest_free_block(largest_free_block) {}
   bool fragmentation;
   int64_t requested, free_bytes, largest_free_block;
+  /// The message without its advice (what() up to " Advice: "): the cause and the figures.
+  std::string explanation;
+  /// The advice's suggestions of other allocator settings ("the expandable allocator
+  /// (expandable_segments), ..."; "" when none applies): candidates that no replay has checked,
+  /// which a caller with the allocation actions replaces by the settings that do complete them
+  /// (advice_from_replays, replay.h).
+  std::string setting_advice;
+  /// The rest of the advice (more capacity, another order of allocation, sharding): "" when none.
+  std::string other_advice;
 };
 
 /// What an allocator did, for the memory history (PyTorch's _record_memory_history).

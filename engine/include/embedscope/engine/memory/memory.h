@@ -39,8 +39,25 @@ class DeviceArena {
   DeviceArena(int rank, std::unique_ptr<DeviceAllocator> allocator, bool device_memory)
       : rank_(rank), allocator_(std::move(allocator)), device_memory_(device_memory) {}
   bool device_memory() const { return device_memory_; }
-  /// Allocates `bytes` (> 0) under `tag`; throws OomError (nothing else changes).
+  /// Allocates `bytes` (> 0) under `tag`; throws OomError (nothing else changes). The error's
+  /// advice comes from replays of this arena's allocator actions so far and the failed request
+  /// (oom_advice_from_replays), not the allocator's untested candidates.
   Allocation allocate(const std::string& tag, int64_t bytes);
+  /// Marks the end of a training step in the action log (where a replay with memory.compaction 1
+  /// packs the device).
+  void mark_step_end();
+  /// The advice for an OOM of `failed` (the request `bytes` this arena's allocator refused): the
+  /// log of its allocate / release / compact actions and the request replayed (replay.h
+  /// replay_actions, bookkeeping only, same capacity) through caching, expandable and direct,
+  /// caching with max_split_size 20 MiB for a large-pool request, and the arena's own setting
+  /// with compaction at every step end when steps were marked; the settings that complete them
+  /// are named (advice_from_replays), or that none did. "" when the log was cut (more than
+  /// kOomLogLimit actions), the allocator is cuda_async, or the replay of the arena's own
+  /// setting does not run out of memory where the arena did (then the allocator's advice stands).
+  /// Time: the replays are linear in the log (measured: bench/, ~tens of ms for 100k actions).
+  std::string oom_advice_from_replays(const DeviceOutOfMemory& failed, int64_t bytes) const;
+  /// Actions logged at most (24 B each); beyond it the log stops and OOM advice is the allocator's.
+  static constexpr size_t kOomLogLimit = size_t{1} << 20;
   void release(const Allocation& a);
   /// Called when an allocation fails, before OomError is thrown (so the layout that could not
   /// hold the request can be recorded while every buffer is still alive).
@@ -77,6 +94,17 @@ class DeviceArena {
   std::unordered_map<Allocation*, std::string> tracked_;
   std::function<void()> on_oom_;
   bool device_memory_ = false;
+  // allocate / release / compact / step ends, for the OOM's replays (kind: MemoryAction::Kind,
+  // 255 = step end); id = the block's address
+  struct Logged {
+    int64_t id = 0, size = 0;
+    uint8_t kind = 0;
+  };
+  std::vector<Logged> log_;
+  std::unordered_map<int64_t, int64_t> log_ids_;  // live block address -> its logged id (stable over compaction)
+  int64_t next_log_id_ = 0;
+  bool log_cut_ = false;
+  void log(uint8_t kind, int64_t id, int64_t size);
 };
 
 /// An array of trivially copyable T in device memory (a block of a DeviceArena), or in host

@@ -16,6 +16,7 @@
 // allocated memory does not (detect_unbounded_growth): such a setting is not `ok`.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@
 namespace embedscope::engine {
 
 struct MemoryAction {
-  enum class Kind { alloc, free, free_requested, free_completed, empty_cache };
+  /// compact: DeviceArena::compact (memory.compaction): every live block freed, the cache
+  /// released, and the blocks allocated again largest first (blocks whose free is pending stay).
+  enum class Kind { alloc, free, free_requested, free_completed, empty_cache, compact };
   Kind kind = Kind::alloc;
   int64_t id = 0;     ///< the block: a trace id, or a snapshot's block address
   int64_t size = 0;   ///< alloc only: bytes asked for
@@ -65,7 +68,11 @@ struct ReplayResult {
   std::string label;             ///< e.g. "caching, max_split_size 32.0 MiB"
   bool oom = false;
   int64_t oom_action = -1;       ///< index of the action that failed (MemoryAction::entry where given)
-  std::string oom_message;
+  std::string oom_message;       ///< oom_explanation + " Advice: " + oom_advice + oom_note
+  std::string oom_explanation;   ///< DeviceOutOfMemory::explanation
+  std::string oom_advice;        ///< the allocator's advice, or advice_from_replays' (from the other settings' rows)
+  std::string oom_other_advice;  ///< DeviceOutOfMemory::other_advice (capacity, order)
+  std::string oom_note;          ///< " Pending frees: ..." where frees were pending at the OOM ("" else)
   bool oom_pending = false;      ///< the OOM is explained by blocks whose free was still pending
   int64_t pending_bytes_at_oom = 0;
   int64_t peak_allocated = 0;
@@ -117,5 +124,26 @@ ReplayResult replay_actions(const std::vector<MemoryAction>& actions, const std:
 
 /// "caching", "expandable, max_split_size 32.0 MiB", ...
 std::string setting_label(const AllocatorConfig& c);
+
+/// Advice for an OOM from replays of the same actions through other settings (tester59 F1: the
+/// allocator's own advice named expandable_segments and max_split_size beside rows showing both
+/// fail). `failed`: the setting that ran out; `replays`: replays of the same actions at the same
+/// capacity (rows equal to `failed`'s setting are skipped); `what`: what was replayed ("the
+/// trace's actions"). Names the settings that complete ("direct (one segment per allocation, no
+/// cache: PYTORCH_NO_CUDA_MEMORY_CACHING=1) completes the trace's actions (peak reserved 16.0
+/// MiB)") and those that ran out as well; where none completes, says so and, when
+/// `sufficient_capacity` > 0, that this capacity would (`sufficient_label` its setting).
+/// `other_advice` (DeviceOutOfMemory::other_advice) follows after "; or ". Pure.
+std::string advice_from_replays(const AllocatorConfig& failed, const std::vector<ReplayResult>& replays,
+                                const std::string& what, int64_t sufficient_capacity, const std::string& sufficient_label,
+                                const std::string& other_advice);
+
+/// Gives every OOM row of `rows` (replays of one action list at one capacity) the advice of
+/// advice_from_replays from the other rows (oom_advice and oom_message rewritten). Where no row
+/// completes, `replay_unlimited` (a replay of the same actions through a setting at unlimited
+/// capacity) finds the least peak reserved that serves them all: the capacity that would have
+/// sufficed. Rows that did not run out are unchanged.
+void advise_from_replays(std::vector<ReplayResult>& rows, const std::string& what,
+                         const std::function<ReplayResult(const AllocatorConfig&)>& replay_unlimited);
 
 }  // namespace embedscope::engine

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "embedscope/sessions/importers/torch_memory_snapshot/snapshot.h"
 #include "embedscope/sessions/model/events.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -108,7 +109,21 @@ struct InputFiles {
   /// The files of `files` that were named on their own rather than found in a directory (the
   /// importer's ImportOptions::named_files).
   std::set<std::string> named;
+  /// The directory each file of `files` that was found in one came from (file -> directory as
+  /// given); files named on their own are not in it.
+  std::map<std::string, std::string> directory_of;
 };
+
+/// "; every .pickle / .pickle.gz file of a directory (DIR) is imported as one rank: remove it from
+/// there, or import the snapshots by name": what a refusal of a snapshot found in directory `dir`
+/// adds, so the user sees why a file they did not name was read.
+std::string directory_rank_hint(const std::string& dir);
+
+/// torch_snapshot::load_snapshot of `file`; when `file` came from a directory (`directory_of`),
+/// a SnapshotError is thrown again with directory_rank_hint appended (tester59 F9: a pickle that
+/// is no snapshot lacked it).
+torch_snapshot::MemorySnapshotFile load_rank_snapshot(const std::string& file,
+                                                      const std::map<std::string, std::string>& directory_of);
 
 /// expand_inputs(paths), leaving out the files of a directory that no importer takes (a
 /// profiler's output folder often holds other JSON) rather than failing on them. A file named
