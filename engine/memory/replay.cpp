@@ -132,6 +132,8 @@ std::string advice_label(const ReplayResult& r) {
   if (c.kind == AllocatorKind::expandable)
     return c.max_split_size > 0 ? "expandable_segments with max_split_size " + format_bytes(c.max_split_size)
                                 : "expandable_segments";
+  if (c.kind == AllocatorKind::caching && c.max_split_size > 0)  // not "caching, max_split_size": one setting
+    return "caching with max_split_size " + format_bytes(c.max_split_size);
   return setting_label(c);
 }
 std::string join_and(const std::vector<std::string>& v) {

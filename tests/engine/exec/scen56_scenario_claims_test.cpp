@@ -91,7 +91,7 @@ TEST(Scen56ScenarioClaims, CachingVsExpandableCachingEndsOomExpandableCompletes)
                                        "647.8 MiB; "),
             std::string::npos)
       << caching.outcome.error;
-  EXPECT_NE(caching.outcome.error.find("; caching, max_split_size 20.0 MiB does not (OOM at action 61)"),
+  EXPECT_NE(caching.outcome.error.find("; caching with max_split_size 20.0 MiB does not (OOM at action 61)"),
             std::string::npos)
       << caching.outcome.error;
   EXPECT_EQ(caching.outcome.error.find("a max_split_size, so that"), std::string::npos) << caching.outcome.error;

@@ -59,7 +59,7 @@ TEST(Mem59OomAdvice, ReplayMemoryNamesOnlyTheSettingThatCompleted) {
     // the four 4 MiB buffers are one size: no allocation order can help
     EXPECT_EQ(msg.find("allocating the largest long-lived buffers first"), std::string::npos) << msg;
     if (label == "caching") {
-      EXPECT_NE(msg.find("caching, max_split_size 20.0 MiB, expandable_segments and expandable_segments with "
+      EXPECT_NE(msg.find("caching with max_split_size 20.0 MiB, expandable_segments and expandable_segments with "
                          "max_split_size 20.0 MiB do not (OOM at action 11); with caching itself: give the device at "
                          "least 42.0 MiB (a new 20.0 MiB segment beside the 22.0 MiB reserved)"),
                 std::string::npos)
