@@ -47,7 +47,11 @@ std::vector<MemoryAction> snapshot_actions(const ts::MemorySnapshotFile& snap, i
         }
         break;
       case ts::TraceAction::free_requested: a.kind = MemoryAction::Kind::free_requested; break;
-      case ts::TraceAction::free_completed: a.kind = MemoryAction::Kind::free_completed; break;
+      case ts::TraceAction::free_completed:
+        a.kind = MemoryAction::Kind::free_completed;
+        // at no block's address: the block whose free it completes, as the import frees it
+        if (auto m = walk.misaddressed.find(i); m != walk.misaddressed.end()) a.id = static_cast<int64_t>(m->second);
+        break;
       case ts::TraceAction::segment_free:
       case ts::TraceAction::segment_unmap: a.kind = MemoryAction::Kind::empty_cache; break;
       case ts::TraceAction::oom: {  // the request that failed: would this setting have served it?

@@ -147,7 +147,20 @@ MemoryHistory MemoryHistory::build(std::vector<MemoryEvent> events, const std::v
   std::vector<bool> exact(n, false);
   std::map<uint64_t, int64_t> segs;
   std::map<uint64_t, BackBlock> live;
+  // a free_completed at no block, completing a free_requested whose completion is missing: the
+  // block it frees (free_addr) is the requested one (torch_misaddressed_frees)
+  std::vector<uint64_t> free_addr(n);
+  for (size_t i = 0; i < n; ++i) free_addr[i] = h.entries_[i].address;
   if (imported) {
+    std::vector<TorchFreeStep> steps(n);
+    for (size_t i = 0; i < n; ++i) {
+      const MemoryEntry& e = h.entries_[i];
+      steps[i] = {e.kind == MemoryEntryKind::free_requested   ? TorchFreeStep::free_requested
+                  : e.kind == MemoryEntryKind::free_completed ? TorchFreeStep::free_completed
+                                                              : TorchFreeStep::other,
+                  e.address, e.size};
+    }
+    const std::vector<int64_t> completes = torch_misaddressed_frees(steps);
     for (const auto& b : *dump) {
       segs[static_cast<uint64_t>(b.segment_address)] = b.segment_size;
       if (b.allocated)
@@ -172,8 +185,19 @@ MemoryHistory MemoryHistory::build(std::vector<MemoryEvent> events, const std::v
           else blk->second.pending = false;
           break;
         case MemoryEntryKind::free_completed:
-          if (blk != live.end()) problem(i, fmt::format("block {:#x} is live after its free completed", a));
-          else live[a] = {round512(e.size), e.size, e.stream, e.stack_id, tags[i], true, false};
+          if (blk != live.end()) {
+            problem(i, fmt::format("block {:#x} is live after its free completed", a));
+          } else if (const int64_t r = completes[i]; r >= 0 && !live.count(h.entries_[static_cast<size_t>(r)].address)) {
+            const MemoryEntry& q = h.entries_[static_cast<size_t>(r)];
+            h.problems_.push_back(fmt::format(
+                "entry {} ({}): address {:#x} is the start of no block; it is taken as the completion of the free of "
+                "block {:#x} ({} B) requested at entry {}, which has no other completion",
+                i, e.action, a, q.address, e.size, r));
+            free_addr[i] = q.address;
+            live[q.address] = {round512(q.size), q.size, q.stream, q.stack_id, tags[static_cast<size_t>(r)], true, false};
+          } else {
+            live[a] = {round512(e.size), e.size, e.stream, e.stack_id, tags[i], true, false};
+          }
           break;
         case MemoryEntryKind::segment_alloc:
           if (!segs.count(a)) problem(i, fmt::format("segment {:#x} is not there after it", a));
@@ -250,6 +274,7 @@ MemoryHistory MemoryHistory::build(std::vector<MemoryEvent> events, const std::v
         else e.allocation = blk->second;
         break;
       case MemoryEntryKind::free_completed:
+        blk = cur.blocks.find(free_addr[i]);
         if (blk == cur.blocks.end()) problem(i, fmt::format("block {:#x} is not live", a));
         else e.allocation = blk->second;
         break;
@@ -311,7 +336,7 @@ void MemoryHistory::apply(MemoryState& st, int64_t i) const {
     case MemoryEntryKind::free_completed: {
       const MemoryAllocation& al = allocations_[static_cast<size_t>(e.allocation)];
       const bool was_pending = al.pending_at_start || (al.free_requested_entry >= 0 && al.free_requested_entry < i);
-      st.blocks.erase(a);
+      st.blocks.erase(al.address);  // a free_completed at a corrupt address frees its block (build)
       st.active -= al.size;
       if (!was_pending) {
         st.allocated -= al.size;

@@ -67,7 +67,7 @@ std::string memory_text(const std::vector<sessions::RankMemoryAnalysis>& ranks) 
       if (!o.top_stacks.empty()) out += "    held at the OOM\n" + stacks_text(o.top_stacks, "      ");
     }
     if (r.problems > 0)
-      out += fmt::format("  {} events contradict the layout and were skipped\n", r.problems);
+      out += fmt::format("  {} events contradict the layout (the import problems name them)\n", r.problems);
   }
   return out;
 }

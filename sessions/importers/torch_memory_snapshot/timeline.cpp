@@ -185,6 +185,21 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
   std::vector<int64_t> size_of(trace.size(), 0);
   std::vector<bool> skip(trace.size(), false), exact(trace.size(), false);
   std::set<uint64_t> rounded;  // live blocks (walking back) whose size is a rounded request, not the dump's
+  // a free_completed at no block, completing a free_requested whose completion is missing: the
+  // block it frees (free_addr) is the requested one (torch_misaddressed_frees)
+  std::vector<uint64_t> free_addr(trace.size());
+  std::vector<int64_t> completes;
+  {
+    std::vector<TorchFreeStep> steps(trace.size());
+    for (size_t i = 0; i < trace.size(); ++i) {
+      free_addr[i] = trace[i].addr;
+      steps[i] = {trace[i].action == TraceAction::free_requested   ? TorchFreeStep::free_requested
+                  : trace[i].action == TraceAction::free_completed ? TorchFreeStep::free_completed
+                                                                   : TorchFreeStep::other,
+                  trace[i].addr, trace[i].size};
+    }
+    completes = torch_misaddressed_frees(steps);
+  }
   for (size_t i = trace.size(); i-- > 0;) {
     const TraceEntry& e = trace[i];
     const uint64_t a = e.addr;
@@ -220,6 +235,18 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
         if (blk != l.blocks.end()) {
           problem(i, fmt::format("block {:#x} is live after its free completed", a));
           skip[i] = true;
+        } else if (const int64_t r = completes[i];
+                   r >= 0 && !l.blocks.count(trace[static_cast<size_t>(r)].addr)) {
+          const uint64_t x = trace[static_cast<size_t>(r)].addr;
+          out.problems.push_back(fmt::format(
+              "device {} entry {} (free_completed): address {:#x} is the start of no block; it is taken as the "
+              "completion of the free of block {:#x} ({} B) requested at entry {}, which has no other completion",
+              device, i, a, x, e.size, r));
+          out.problem_names.push_back("free_completed_address_not_a_block");
+          free_addr[i] = x;
+          out.misaddressed[i] = x;
+          l.blocks[x] = {round512(e.size), true, e.stream};
+          rounded.insert(x);
         } else {
           l.blocks[a] = {round512(e.size), true, e.stream};
           rounded.insert(a);
@@ -304,7 +331,7 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
           break;
         }
         case TraceAction::free_requested: l.set_pending(a, true); break;
-        case TraceAction::free_completed: l.remove_block(a); break;
+        case TraceAction::free_completed: l.remove_block(free_addr[i]); break;
         case TraceAction::segment_alloc: l.add_segment(a, e.size); break;
         case TraceAction::segment_free: l.remove_segment(a); break;
         case TraceAction::segment_map: {

@@ -12,7 +12,9 @@ only direct completes the trace.
 Variants: tester59_wrap_segment.pickle (segment B moved to 0xfffffffffff00000, 2 MiB: ends past
 2^64), tester59_wrap_block.pickle (a block of B given the address 2^64 - 512, size 1024),
 tester59_wrap_entry.pickle (entry 6's alloc at 2^64 - 512 for 1000 B), tester59_badfree.pickle
-(entry 8's free_completed points at A + 123, inside the block at A, at no block start),
+(entry 8's free_completed points at A + 123, inside the block at A, at no block start: the one
+import problem is entry 8, taken as the completion of entry 7's free of A; every figure is
+tester59_mine.pickle's, and the trace still starts at the process start),
 tester59_gc.pickle (allocator_settings garbage_collection_threshold 0.6), tester59_notsnap.pickle
 (a pickle that is no snapshot: {"hello": [1, 2, 3]}).
 Run: python3 make_tester59.py (writes beside itself).

@@ -103,7 +103,10 @@ class MemoryHistory {
   /// The history of one rank from its events in order and, for an imported snapshot, the blocks
   /// of its dump (`dump`; nullptr: an engine run, whose history starts empty). Entries that
   /// contradict the layout (a free of a block that is not live, ...) are kept but do nothing
-  /// (kind other); problems() names them. `checkpoint_every` >= 1 (std::invalid_argument otherwise).
+  /// (kind other); problems() names them. Imported: a free_completed at an address where no block
+  /// starts, after the free_requested of a block that gets no other completion, frees that block
+  /// (model/torch_allocator.h torch_misaddressed_frees) and is named in problems() too, as the
+  /// import's walk_timeline does. `checkpoint_every` >= 1 (std::invalid_argument otherwise).
   static MemoryHistory build(std::vector<MemoryEvent> events, const std::vector<MemoryBlockRecord>* dump,
                              int64_t checkpoint_every = 1024);
   /// build() from `session`'s memory_events of `rank` and its "dump" snapshot when imported.

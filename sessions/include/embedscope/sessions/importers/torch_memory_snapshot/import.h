@@ -52,7 +52,8 @@ struct TimelineWalk {
   /// The import_stats name of each of `problems` (same order): alloc_block_not_live,
   /// free_requested_block_not_pending, free_completed_block_still_live,
   /// segment_alloc_segment_missing, segment_free_segment_still_there,
-  /// segment_map_no_segment_end, trace_size_disagrees_with_dump, alloc_larger_than_block.
+  /// segment_map_no_segment_end, trace_size_disagrees_with_dump, alloc_larger_than_block,
+  /// free_completed_address_not_a_block (see `misaddressed`).
   std::vector<std::string> problem_names;
   /// Alloc entries (index) whose requested size is larger than their block (bytes): the block
   /// at the dump (trace_size_disagrees_with_dump) or, for a block freed before the dump, the
@@ -60,6 +61,11 @@ struct TimelineWalk {
   /// its block, so the entry's size is wrong; the import stores the block's size as its
   /// request, and replay-memory replays that size (engine snapshot_actions).
   std::map<size_t, int64_t> oversized;
+  /// free_completed entries (index) at an address where no block starts, taken as the
+  /// completion of the block whose free_requested has no other completion
+  /// (sessions/model/torch_allocator.h torch_misaddressed_frees): that block's address. The walk
+  /// frees that block there, and such an entry does not make the trace start mid-way.
+  std::map<size_t, uint64_t> misaddressed;
 };
 
 /// Walks the trace of `device` (back from the dump, then forward). `t0_us`: the time that is 0 ns.
