@@ -77,18 +77,19 @@ TEST(PlannerPreRankTerms, PermuteAndBagsOfEverySlotRankedAsPlanStats) {
 
 // A factorized table (low_rank_dim 2, dim 8) row_wise on 2 ranks, links 1 B/ns + 10 us a call:
 // backward comms = the row-wise gradient all-gather (4 samples x 8 fp32 = 128 B to the peer):
-// 10,128 ns, and B's all-reduce of 2 x 8 + 1 = 17 fp32 (68 B; a ring moves 2 (n-1)/n x 68 = 68 B
-// a member): 10,068 ns -> 20,196 ns, in the pre-ranking and in plan_stats.
+// 10,128 ns, and B's all-reduce of 2 x 8 + 1 = 17 fp32 (68 B; a ring's chunks are whole elements,
+// 9 and 8: rank 0 sends 2 x (17 - 9) = 16 fp32, rank 1 2 x (17 - 8) = 18 fp32 = 72 B, and the call
+// ends with its slower member): 10,072 ns -> 20,200 ns, in the pre-ranking and in plan_stats.
 TEST(PlannerPreRankTerms, FactorizedRowWiseTablePaysItsBAllReduce) {
   WorkloadSpec spec = terms_spec({1.0});
   spec.tables[0].low_rank_dim = 2;
   const ShardingPlan plan{2, 2, {terms_rw(0)}};
   const HardwareProfile hw = terms_profile();
   const PreRankEstimate e = pre_rank_estimate(spec, plan, hw);
-  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 20196.0);
+  EXPECT_DOUBLE_EQ(e.bwd_comms_ns, 20200.0);
   const PlanStats st = plan_stats(spec, plan, hw);
-  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 20196);
-  EXPECT_EQ(st.ranks[1].bwd_comms_ns, 20196);
+  EXPECT_EQ(st.ranks[0].bwd_comms_ns, 20200);
+  EXPECT_EQ(st.ranks[1].bwd_comms_ns, 20200);
   // table_wise: no B all-reduce (the pooled rows back, 10,128; their split check costs 0 on a GPU
   // profile, sim50: before, 10,128 + 10,032 = 20,160)
   const ShardingPlan tw{2, 2, {terms_tw(0, 1)}};
@@ -129,9 +130,9 @@ TEST(PlannerPreRankTerms, HotRowsAllReduceOnceAStep) {
 // Comms: the same calls (input dist, pooled all-to-all, row-wise reduce-scatter; back:
 // all-to-all, all-gather) of a few bytes more or less, their split checks 0 on a GPU profile
 // (sim50; before, 5 forward and 1 back at 10,032 each): fwd 51,008 / 51,632 (before 101,168 /
-// 101,792), bwd 20,256 both (before 30,288), and P1's B all-reduce (17 fp32, 10,068 ns): P1
-// 99,540 > P2 98,544 ns in both estimates (before 159,732 and 158,736: 6 x 10,032 more each).
-// Without the all-reduce P1 would be 89,472: first. The pre-ranking before plan42 (32 B an id of
+// 101,792), bwd 20,256 both (before 30,288), and P1's B all-reduce (17 fp32: its larger member
+// sends 18 fp32 = 72 B, 10,072 ns): P1 99,544 > P2 98,544 ns in both estimates. Without the
+// all-reduce P1 would be 89,472: first. The pre-ranking before plan42 (32 B an id of
 // t1 and 4 r = 8 B of t0 read, twice that back, one launch each way, no all-reduce) had, with
 // today's comms, P1 2,536 + 51,008 + 4,072 + 20,256 = 77,872 and P2 3,688 + 51,632 + 6,376 +
 // 20,256 = 81,952: the other order.
@@ -144,14 +145,14 @@ TEST(PlannerPreRankTerms, BAllReduceRanksAFactorizedPairAsPlanStats) {
   const PreRankEstimate e1 = pre_rank_estimate(spec, p1, hw), e2 = pre_rank_estimate(spec, p2, hw);
   EXPECT_DOUBLE_EQ(e1.fwd_compute_ns, 12152.0);
   EXPECT_DOUBLE_EQ(e1.bwd_compute_ns, 6056.0);
-  EXPECT_DOUBLE_EQ(e1.bwd_comms_ns, 20256.0 + 10068.0);
+  EXPECT_DOUBLE_EQ(e1.bwd_comms_ns, 20256.0 + 10072.0);
   EXPECT_DOUBLE_EQ(e2.fwd_compute_ns, 17048.0);
   EXPECT_DOUBLE_EQ(e2.bwd_compute_ns, 9608.0);
   EXPECT_DOUBLE_EQ(e2.bwd_comms_ns, 20256.0);
-  EXPECT_DOUBLE_EQ(e1.critical_path_ns, 99540.0);
+  EXPECT_DOUBLE_EQ(e1.critical_path_ns, 99544.0);
   EXPECT_DOUBLE_EQ(e2.critical_path_ns, 98544.0);
   const PlanStats s1 = plan_stats(spec, p1, hw), s2 = plan_stats(spec, p2, hw);
-  EXPECT_EQ(s1.critical_path_ns, 99540);
+  EXPECT_EQ(s1.critical_path_ns, 99544);
   EXPECT_EQ(s2.critical_path_ns, 98544);
   EXPECT_EQ(s1.ranks[0].fwd_comms_ns, 51008);
   EXPECT_EQ(s2.ranks[0].fwd_comms_ns, 51632);
