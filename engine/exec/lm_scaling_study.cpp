@@ -11,6 +11,7 @@
 
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/engine/exec/scaling_study.h"
 #include "embedscope/engine/exec/write_room.h"
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 #include "embedscope/engine/program/lm_program.h"
@@ -55,20 +56,10 @@ std::string lm_gpu_memory_refusal(const LmWorkloadSpec& spec, int64_t device_byt
 
 std::vector<LmScalingPoint> run_lm_scaling_study(const LmWorkloadSpec& base, const LmScalingStudyOptions& o) {
   const HardwareProfile hw = load_hardware_profile(o.hardware);
-  if (o.gpus.empty()) throw SpecError("scaling study: no cluster sizes (give at least one number of GPUs)");
-  for (int g : o.gpus)
-    if (g < 1 || g > kMaxSimulatedRanks)
-      throw SpecError(fmt::format("scaling study: {} GPUs is outside [1, {}]", g, kMaxSimulatedRanks));
   if (o.shardings.empty()) throw SpecError("scaling study: no sharding types");
   if (o.gpus_per_node < 0) throw SpecError("scaling study: gpus per node must be positive");
   const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
-  std::vector<int> sizes = o.gpus;
-  std::sort(sizes.begin(), sizes.end());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  for (int g : sizes)
-    if (g > per_node && g % per_node != 0)
-      throw SpecError(fmt::format("scaling study: {} GPUs are not whole nodes of {} GPUs; give multiples of {} above one "
-                                  "node (or set the node shape: --gpus-per-node)", g, per_node, per_node));
+  const std::vector<int> sizes = scaling_study_sizes(o.gpus, per_node);
   auto session_of = [&](LmSharding type, int gpus) {
     return (std::filesystem::path(o.session_dir) / fmt::format("{}_{}.db", to_string(type), gpus)).string();
   };

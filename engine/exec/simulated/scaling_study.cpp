@@ -71,23 +71,27 @@ std::string abbreviate(const std::string& error) {
 }
 }  // namespace
 
-std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const ScalingStudyOptions& o) {
-  const HardwareProfile hw = load_hardware_profile(o.hardware);
-  if (o.gpus.empty()) throw SpecError("scaling study: no cluster sizes (give at least one number of GPUs)");
-  for (int g : o.gpus)
+std::vector<int> scaling_study_sizes(const std::vector<int>& gpus, int per_node) {
+  if (gpus.empty()) throw SpecError("scaling study: no cluster sizes (give at least one number of GPUs)");
+  for (int g : gpus)
     if (g < 1 || g > kMaxSimulatedRanks)
       throw SpecError(fmt::format("scaling study: {} GPUs is outside [1, {}]", g, kMaxSimulatedRanks));
-  if (o.shardings.empty()) throw SpecError("scaling study: no sharding types");
-  if (o.gpus_per_node < 0) throw SpecError("scaling study: gpus per node must be positive");
-  const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
-  // ascending, each once: the scaling efficiency is relative to the smallest size
-  std::vector<int> sizes = o.gpus;
+  std::vector<int> sizes = gpus;
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   for (int g : sizes)
     if (g > per_node && g % per_node != 0)
       throw SpecError(fmt::format("scaling study: {} GPUs are not whole nodes of {} GPUs; give multiples of {} above one "
                                   "node (or set the node shape: --gpus-per-node)", g, per_node, per_node));
+  return sizes;
+}
+
+std::vector<ScalingPoint> run_scaling_study(const WorkloadSpec& base, const ScalingStudyOptions& o) {
+  const HardwareProfile hw = load_hardware_profile(o.hardware);
+  if (o.shardings.empty()) throw SpecError("scaling study: no sharding types");
+  if (o.gpus_per_node < 0) throw SpecError("scaling study: gpus per node must be positive");
+  const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
+  const std::vector<int> sizes = scaling_study_sizes(o.gpus, per_node);
   auto session_of = [&](ShardingType type, int gpus) {
     return (std::filesystem::path(o.session_dir) / fmt::format("{}_{}.db", to_string(type), gpus)).string();
   };

@@ -112,6 +112,12 @@ struct ScalingBaseline {
 /// samples/s: table_wise at 1 GPU, 100 per GPU (column_wise at 2 GPUs then reads 90%).
 std::optional<ScalingBaseline> scaling_baseline(const std::vector<ScalingPoint>& points);
 
+/// The cluster sizes of a study (the DLRM one here and the LM one, exec/lm_scaling_study.h):
+/// `gpus` ascending, each once (scaling efficiency is relative to the smallest). `per_node` is the
+/// node's GPU count the sizes are checked against. Throws SpecError for an empty list, a size
+/// outside [1, kMaxSimulatedRanks], or a size above one node that is not whole nodes.
+std::vector<int> scaling_study_sizes(const std::vector<int>& gpus, int per_node);
+
 /// Runs the study: for each sharding type, each cluster size in `options.gpus` order, the
 /// workload with devices.count = gpus, sharding.local_world_size = min(gpus, gpus per node),
 /// every table of that type (per-table overrides dropped) placed by plan_search restricted to
