@@ -1,0 +1,99 @@
+// The scaling page of an lm_embedding study (views/scaling_page.h lm_scaling_page): its lines,
+// caption and the table of `embedscope scaling`'s LM columns.
+
+#include <QLocale>
+
+#include <algorithm>
+
+#include "embedscope/sessions/model/unit_ladder.h"  // format_ms
+#include "embedscope/sessions/model/units.h"
+#include "views/scaling_page.h"
+#include "views/scaling_view.h"
+
+namespace embedscope::ui {
+
+namespace {
+// a point's type as `embedscope scaling` prints it: "+sp" for sequence parallelism
+QString type_label(const engine::LmScalingPoint& p) {
+  return QString(engine::to_string(p.sharding)) + (p.sequence_parallel ? "+sp" : "");
+}
+QString exact_bytes(int64_t b) { return QLocale::c().toString(static_cast<qlonglong>(b)); }
+}  // namespace
+
+ScalingPage lm_scaling_page(const engine::LmScalingStudy& st) {
+  ScalingPage page;
+  page.throughput_unit = "tokens/s";
+  std::tie(page.device_memory_bytes, page.device_name) = study_device_memory(st.hardware);
+  const int64_t tokens = st.micro_batch_size * st.sequence_length;  // a micro batch's, each GPU's
+  const auto baseline = engine::lm_scaling_baseline(st.points);
+  const QString efficiency =
+      baseline ? QString("Efficiency: tokens/s per GPU over the baseline, the best at the smallest size any type ran: "
+                         "%1 at %2 GPU%3, %4 tokens/s per GPU (one baseline for every type; 100 % = its rate)")
+                     .arg(engine::to_string(baseline->sharding))
+                     .arg(baseline->gpus)
+                     .arg(baseline->gpus == 1 ? "" : "s")
+                     .arg(baseline->tokens_per_s_per_gpu, 0, 'f', 0)
+               : QString("Efficiency: no point ran, so no baseline");
+  page.caption =
+      QString("<b>SIMULATED</b> scaling study: %1 (lm_embedding, sequence %2 x micro batch %3) on %4 (%5 GPUs per "
+              "node), every step the step program timed by the cost model. vocab_parallel: one tensor-parallel group, "
+              "every GPU reads the same %6 tokens a step (strong scaling); data_parallel and row_wise: %6 tokens per "
+              "GPU per step (weak scaling); +sp: sequence parallel. %7; embedding comm: the token embedding's own "
+              "collectives' share of the step (rank 0); B/token: bytes on the wire per token without Embedscope's "
+              "split checks.")
+          .arg(QString::fromStdString(st.workload).toHtmlEscaped())
+          .arg(st.sequence_length)
+          .arg(st.micro_batch_size)
+          .arg(QString::fromStdString(st.hardware).toHtmlEscaped())
+          .arg(st.gpus_per_node)
+          .arg(tokens)
+          .arg(efficiency);
+  page.headers = {"sharding", "GPUs",     "nodes",     "step",    "tokens/s",   "per GPU", "efficiency",
+                  "emb comm", "comm",     "wire/step", "B/token", "memory/GPU", "note"};
+  page.note_column = ScalingView::kLmNoteColumn;
+  for (const auto& p : st.points) {
+    const QString label = type_label(p);
+    auto line = std::find_if(page.lines.begin(), page.lines.end(), [&](const auto& l) { return l.name == label; });
+    if (line == page.lines.end()) line = page.lines.insert(line, {label, false});
+    ScalingPage::Point q;
+    q.line = static_cast<size_t>(line - page.lines.begin());
+    q.gpus = p.gpus;
+    q.refusal = p.error;
+    q.throughput = p.tokens_per_s;
+    q.efficiency = p.scaling_efficiency;
+    q.embedding_comm_share = p.embedding_comm_share;
+    q.memory_bytes = p.memory_bytes_per_gpu;
+    page.points.push_back(q);
+    std::vector<ScalingPage::Cell> row(static_cast<size_t>(page.headers.size()));
+    row[0].text = label;
+    row[1].text = QString::number(p.gpus);
+    row[2].text = QString::number(p.nodes);
+    if (!p.error.empty()) {
+      row[ScalingView::kLmNoteColumn] = {QString::fromStdString(p.error).replace('\n', ' ').simplified(), QString::fromStdString(p.error)};
+      page.rows.push_back(std::move(row));
+      continue;
+    }
+    row[3] = {QString::fromStdString(sessions::format_ms(static_cast<double>(p.step_time_ns))),
+              QString("%1 ns a step (every simulated step is equal)").arg(exact_bytes(p.step_time_ns))};
+    row[4] = {QString::number(p.tokens_per_s, 'f', 0), QString("%1 tokens a step").arg(exact_bytes(p.tokens_per_step))};
+    row[5].text = QString::number(p.tokens_per_s / p.gpus, 'f', 0);
+    row[6].text = QString::number(100 * p.scaling_efficiency, 'f', 1) + " %";
+    row[7].text = QString::number(100 * p.embedding_comm_share, 'f', 1) + " %";
+    row[8].text = QString::number(100 * p.comm_share, 'f', 1) + " %";
+    row[ScalingView::kWireColumn] = {QString::fromStdString(sessions::format_bytes(p.wire_bytes_per_step)),
+              QString("%1 B on the wire per step (every rank's bytes sent), %2 B of it Embedscope's split checks")
+                  .arg(exact_bytes(p.wire_bytes_per_step), exact_bytes(p.split_check_bytes_per_step))};
+    row[ScalingView::kLmTokenBytesColumn] = {QString::number(p.wire_bytes_per_token, 'f', 1),
+               QString("(%1 - %2 B of split checks) / %3 tokens = %4 B on the wire per token")
+                   .arg(exact_bytes(p.wire_bytes_per_step), exact_bytes(p.split_check_bytes_per_step),
+                        exact_bytes(p.tokens_per_step))
+                   .arg(p.wire_bytes_per_token, 0, 'f', 2)};
+    row[11] = {QString::fromStdString(sessions::format_bytes(p.memory_bytes_per_gpu)),
+               QString("%1 B: the largest rank's peak of the LM memory estimate").arg(exact_bytes(p.memory_bytes_per_gpu))};
+    row[ScalingView::kLmNoteColumn].text = QString::fromStdString(p.session_path);
+    page.rows.push_back(std::move(row));
+  }
+  return page;
+}
+
+}  // namespace embedscope::ui
