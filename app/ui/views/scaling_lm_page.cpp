@@ -23,6 +23,8 @@ QString exact_bytes(int64_t b) { return QLocale::c().toString(static_cast<qlongl
 ScalingPage lm_scaling_page(const engine::LmScalingStudy& st) {
   ScalingPage page;
   page.throughput_unit = "tokens/s";
+  // vocab_parallel scales strongly, the other types weakly: one baseline for all
+  page.efficiency_title = "scaling efficiency (tokens/s per GPU over the baseline)";
   std::tie(page.device_memory_bytes, page.device_name) = study_device_memory(st.hardware);
   const int64_t tokens = st.micro_batch_size * st.sequence_length;  // a micro batch's, each GPU's
   const auto baseline = engine::lm_scaling_baseline(st.points);

@@ -20,6 +20,7 @@ struct ScalingPage {
   QString caption;          ///< rich text: the study, its scaling mode and the efficiency baseline
   QString notes;            ///< plain text under the caption ("" hides it)
   QString throughput_unit;  ///< the throughput plot's y unit: "samples/s" or "tokens/s"
+  QString efficiency_title;  ///< the efficiency plot's title
   /// One line per sharding type (its label, e.g. "row_wise" or "vocab_parallel+sp"), in the
   /// study's order; a dashed one is drawn over an earlier line it coincides with.
   struct Line {

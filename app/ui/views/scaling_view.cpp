@@ -5,6 +5,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
+#include <QRegularExpression>
 #include <QTableWidget>
 
 #include <algorithm>
@@ -56,16 +57,13 @@ void gpu_axis(QCPAxis* x, const std::set<int>& sizes) {
 }
 
 // The device's memory as a dashed line across the memory plot, labelled; the axis reaches it when
-// the largest point holds a tenth of it or more, else the plot's title gives it (a line there
-// would flatten every point onto the axis).
-void capacity_line(QCustomPlot* plot, QCPTextElement* title, const ScalingPage& page, const MemoryUnit& mem, double top) {
-  if (page.device_memory_bytes <= 0) return;
+// the largest point holds a tenth of it or more, else the line under the plot's title gives it
+// (returned; a line there would flatten every point onto the axis).
+QString capacity_line(QCustomPlot* plot, const ScalingPage& page, const MemoryUnit& mem, double top) {
+  if (page.device_memory_bytes <= 0) return "";
   const double capacity = static_cast<double>(page.device_memory_bytes) / mem.bytes;
   const QString text = QString("%1: %2").arg(page.device_name, QString::fromStdString(sessions::format_bytes(page.device_memory_bytes)));
-  if (top < capacity / 10) {
-    title->setText(title->text() + QString("\n(device memory %1, far above the points)").arg(text));
-    return;
-  }
+  if (top < capacity / 10) return QString("device memory %1, far above the points").arg(text);
   plot->yAxis->setRange(0, std::max(top, capacity) * 1.12);
   auto* line = new QCPItemStraightLine(plot);
   line->point1->setCoords(0, capacity);
@@ -78,26 +76,57 @@ void capacity_line(QCustomPlot* plot, QCPTextElement* title, const ScalingPage& 
   label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
   label->setColor(QColor(0xd6, 0x27, 0x28));
   label->setText("device memory, " + text);
+  return "";
 }
 
-// A refused point at its GPU count on the memory plot: a cross in its line's colour and the
-// first words of its reason, stacked from the top of the plot (its whole reason is in the table).
-void refused_marks(QCustomPlot* plot, const ScalingPage& page, const std::set<int>& sizes) {
-  std::map<int, int> stacked;  // per GPU count, the marks already there
+// The refused points on the memory plot: a cross in the line's colour at each one's GPU count on
+// the x axis, and returned, a line per reason naming the types and sizes, e.g. "refused (does not
+// fit): data_parallel at 1, 2, 4 GPUs; row_wise at 1 GPU" (the reason up to its first ':' or '('
+// after the "TYPE at N GPUs: " a workload refusal starts with, and past the JSON pointer it may
+// name; the whole one is in the table).
+QStringList refused_marks(QCustomPlot* plot, const ScalingPage& page) {
+  std::map<int, int> stacked;  // per GPU count, the crosses already there
+  std::vector<std::pair<QString, std::vector<std::pair<size_t, std::vector<int>>>>> reasons;  // reason: (line, sizes)
   for (const auto& p : page.points) {
     if (p.refusal.empty()) continue;
-    const QString reason = QString::fromStdString(p.refusal.substr(0, p.refusal.find_first_of(":(\n"))).simplified();
     auto* mark = new QCPItemText(plot);
     mark->position->setTypeX(QCPItemPosition::ptPlotCoords);
     mark->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-    mark->position->setCoords(p.gpus, 0.04 + 0.1 * stacked[p.gpus]++);
-    const Qt::Alignment side = p.gpus == *sizes.rbegin() && sizes.size() > 1 ? Qt::AlignRight
-                               : p.gpus == *sizes.begin()                    ? Qt::AlignLeft
-                                                                             : Qt::AlignHCenter;
-    mark->setPositionAlignment(side | Qt::AlignTop);
+    mark->position->setCoords(p.gpus, 1.0 - 0.08 * stacked[p.gpus]++);
+    mark->setPositionAlignment(Qt::AlignHCenter | Qt::AlignBottom);
     mark->setColor(session_color(p.line));
-    mark->setText(QString("\u2715 %1: %2").arg(page.lines[p.line].name, reason.left(40)));
+    mark->setFont(QFont("sans", 10, QFont::Bold));
+    mark->setText("\u2715");
+    QString why = QString::fromStdString(p.refusal).simplified();
+    if (const QString prefix = QString("%1 at %2 GPU").arg(page.lines[p.line].name).arg(p.gpus); why.startsWith(prefix))
+      why = why.mid(why.indexOf(": ") + 2);
+    // "/sequence_length: sequence_parallel splits ...: must be ..." reads up to its second ':'
+    const qsizetype from = why.startsWith('/') && why.contains(": ") ? why.indexOf(": ") + 2 : 0;
+    why = why.left(why.indexOf(QRegularExpression("[:(]"), from)).trimmed();
+    auto r = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == why; });
+    if (r == reasons.end()) r = reasons.insert(r, {why, {}});
+    auto l = std::find_if(r->second.begin(), r->second.end(), [&](const auto& x) { return x.first == p.line; });
+    if (l == r->second.end()) l = r->second.insert(l, {p.line, {}});
+    l->second.push_back(p.gpus);
   }
+  QStringList text;
+  for (const auto& [why, lines] : reasons) {
+    QString row = QString("\u2715 refused (%1): ").arg(why);
+    for (size_t k = 0; k < lines.size(); ++k) {
+      QStringList sizes;
+      for (int g : lines[k].second) sizes << QString::number(g);
+      const QString part = QString("%1 at %2 GPU%3").arg(page.lines[lines[k].first].name, sizes.join(", "),
+                                                         sizes.size() == 1 && sizes[0] == "1" ? "" : "s");
+      // lines of 80 characters at most, broken between types (the plot is half the window wide)
+      if (row.size() - row.lastIndexOf('\n') - 1 + part.size() > 80)
+        row += k > 0 ? ";\n  " : "\n  ";
+      else if (k > 0)
+        row += "; ";
+      row += part;
+    }
+    text << row;
+  }
+  return text;
 }
 }  // namespace
 
@@ -111,6 +140,7 @@ std::pair<int64_t, QString> study_device_memory(const std::string& hardware) {
 ScalingPage dlrm_scaling_page(const engine::ScalingStudy& study) {
   ScalingPage page;
   page.throughput_unit = "samples/s";
+  page.efficiency_title = "weak-scaling efficiency";
   std::tie(page.device_memory_bytes, page.device_name) = study_device_memory(study.hardware);
   // the baseline named as `embedscope scaling` names it (one for every type: engine::scaling_baseline)
   const auto baseline = engine::scaling_baseline(study.points);
@@ -228,14 +258,14 @@ void ScalingView::build(const ScalingPage& page) {
   std::set<int> sizes;
   for (const auto& p : page.points) sizes.insert(p.gpus);
   struct Metric {
-    const char* title;
+    QString title;
     QString unit;
     std::function<double(const ScalingPage::Point&)> value;
   };
   const MemoryUnit mem = memory_unit(page.points);
   const Metric metrics[] = {
       {"throughput", page.throughput_unit, [](const ScalingPage::Point& p) { return p.throughput; }},
-      {"weak-scaling efficiency", "%", [](const ScalingPage::Point& p) { return 100 * p.efficiency; }},
+      {page.efficiency_title, "%", [](const ScalingPage::Point& p) { return 100 * p.efficiency; }},
       {"embedding communication share of the step", "%",
        [](const ScalingPage::Point& p) { return 100 * p.embedding_comm_share; }},
       {"memory per GPU (largest rank)", mem.name,
@@ -244,8 +274,7 @@ void ScalingView::build(const ScalingPage& page) {
     auto* plot = new QCustomPlot(this);
     plot->setMinimumSize(360, 220);
     plot->plotLayout()->insertRow(0);
-    auto* title = new QCPTextElement(plot, metrics[m].title, QFont("sans", 10, QFont::Bold));
-    plot->plotLayout()->addElement(0, 0, title);
+    plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, metrics[m].title, QFont("sans", 10, QFont::Bold)));
     double top = 0;
     for (size_t t = 0; t < page.lines.size(); ++t) {
       auto* g = plot->addGraph();
@@ -261,16 +290,22 @@ void ScalingView::build(const ScalingPage& page) {
     gpu_axis(plot->xAxis, sizes);
     plot->yAxis->setLabel(metrics[m].unit);
     plot->yAxis->setRange(0, m == 1 || m == 2 ? std::max(100.0, top * 1.05) : std::max(1e-9, top * 1.1));
-    if (m == 3) {
-      capacity_line(plot, title, page, mem, top);
-      refused_marks(plot, page, sizes);
+    if (m == 3) {  // the device's memory and the refused points, said under the title
+      QStringList note = refused_marks(plot, page);
+      if (const QString off = capacity_line(plot, page, mem, top); !off.isEmpty()) note.prepend(off);
+      if (!note.isEmpty()) {
+        plot->plotLayout()->insertRow(1);
+        plot->plotLayout()->addElement(1, 0, new QCPTextElement(plot, note.join("\n"), QFont("sans", 8)));
+        plot->plotLayout()->setRowStretchFactor(1, 0.001);
+      }
     }
     // the legend in a row of its own under the axes, one entry beside the other: inside the
     // axes it covered points whichever corner it took (tester33 D13)
     plot->legend->setVisible(true);
     plot->axisRect()->insetLayout()->take(plot->legend);
-    plot->plotLayout()->addElement(2, 0, plot->legend);
-    plot->plotLayout()->setRowStretchFactor(2, 0.001);
+    const int legend_row = plot->plotLayout()->rowCount();
+    plot->plotLayout()->addElement(legend_row, 0, plot->legend);
+    plot->plotLayout()->setRowStretchFactor(legend_row, 0.001);
     plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
     follow_palette(plot);
     plots_.push_back(plot);
