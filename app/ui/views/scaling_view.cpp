@@ -111,17 +111,15 @@ QStringList refused_marks(QCustomPlot* plot, const ScalingPage& page) {
   }
   QStringList text;
   for (const auto& [why, lines] : reasons) {
-    QString row = QString("\u2715 refused (%1): ").arg(why);
+    QString row = QString("\u2715 refused (%1):").arg(why);
     for (size_t k = 0; k < lines.size(); ++k) {
       QStringList sizes;
       for (int g : lines[k].second) sizes << QString::number(g);
       const QString part = QString("%1 at %2 GPU%3").arg(page.lines[lines[k].first].name, sizes.join(", "),
                                                          sizes.size() == 1 && sizes[0] == "1" ? "" : "s");
       // lines of 80 characters at most, broken between types (the plot is half the window wide)
-      if (row.size() - row.lastIndexOf('\n') - 1 + part.size() > 80)
-        row += k > 0 ? ";\n  " : "\n  ";
-      else if (k > 0)
-        row += "; ";
+      const bool wraps = row.size() - row.lastIndexOf('\n') - 1 + part.size() > 80;
+      row += QString(k > 0 ? ";" : "") + (wraps ? "\n  " : " ");
       row += part;
     }
     text << row;
