@@ -28,14 +28,9 @@ ScalingPage lm_scaling_page(const engine::LmScalingStudy& st) {
   std::tie(page.device_memory_bytes, page.device_name) = study_device_memory(st.hardware);
   const int64_t tokens = st.micro_batch_size * st.sequence_length;  // a micro batch's, each GPU's
   const auto baseline = engine::lm_scaling_baseline(st.points);
-  const QString efficiency =
-      baseline ? QString("Efficiency: tokens/s per GPU over the baseline, the best at the smallest size any type ran: "
-                         "%1 at %2 GPU%3, %4 tokens/s per GPU (one baseline for every type; 100 % = its rate)")
-                     .arg(engine::to_string(baseline->sharding))
-                     .arg(baseline->gpus)
-                     .arg(baseline->gpus == 1 ? "" : "s")
-                     .arg(baseline->tokens_per_s_per_gpu, 0, 'f', 0)
-               : QString("Efficiency: no point ran, so no baseline");
+  const QString efficiency = baseline ? efficiency_caption("tokens/s", engine::to_string(baseline->sharding), baseline->gpus,
+                                                          baseline->tokens_per_s_per_gpu)
+                                      : efficiency_caption("tokens/s", "", 0, 0);
   page.caption =
       QString("<b>SIMULATED</b> scaling study: %1 (lm_embedding, sequence %2 x micro batch %3) on %4 (%5 GPUs per "
               "node), every step the step program timed by the cost model. vocab_parallel: one tensor-parallel group, "
@@ -54,34 +49,15 @@ ScalingPage lm_scaling_page(const engine::LmScalingStudy& st) {
                   "emb comm", "comm",     "wire/step", "B/token", "memory/GPU", "note"};
   page.note_column = ScalingView::kLmNoteColumn;
   for (const auto& p : st.points) {
-    const QString label = type_label(p);
-    auto line = std::find_if(page.lines.begin(), page.lines.end(), [&](const auto& l) { return l.name == label; });
-    if (line == page.lines.end()) line = page.lines.insert(line, {label, false});
-    ScalingPage::Point q;
-    q.line = static_cast<size_t>(line - page.lines.begin());
-    q.gpus = p.gpus;
-    q.refusal = p.error;
-    q.throughput = p.tokens_per_s;
-    q.efficiency = p.scaling_efficiency;
-    q.embedding_comm_share = p.embedding_comm_share;
-    q.memory_bytes = p.memory_bytes_per_gpu;
-    page.points.push_back(q);
-    std::vector<ScalingPage::Cell> row(static_cast<size_t>(page.headers.size()));
-    row[0].text = label;
-    row[1].text = QString::number(p.gpus);
-    row[2].text = QString::number(p.nodes);
-    if (!p.error.empty()) {
-      row[ScalingView::kLmNoteColumn] = {QString::fromStdString(p.error).replace('\n', ' ').simplified(), QString::fromStdString(p.error)};
-      page.rows.push_back(std::move(row));
-      continue;
-    }
+    auto& row = page.add_point(type_label(p), false,
+                               {0, p.gpus, p.error, p.tokens_per_s, p.scaling_efficiency, p.embedding_comm_share,
+                                p.memory_bytes_per_gpu},
+                               p.nodes);
+    if (!p.error.empty()) continue;
     row[3] = {QString::fromStdString(sessions::format_ms(static_cast<double>(p.step_time_ns))),
               QString("%1 ns a step (every simulated step is equal)").arg(exact_bytes(p.step_time_ns))};
-    row[4] = {QString::number(p.tokens_per_s, 'f', 0), QString("%1 tokens a step").arg(exact_bytes(p.tokens_per_step))};
-    row[5].text = QString::number(p.tokens_per_s / p.gpus, 'f', 0);
-    row[6].text = QString::number(100 * p.scaling_efficiency, 'f', 1) + " %";
-    row[7].text = QString::number(100 * p.embedding_comm_share, 'f', 1) + " %";
-    row[8].text = QString::number(100 * p.comm_share, 'f', 1) + " %";
+    fill_rate_cells(row, p.tokens_per_s, p.gpus, p.scaling_efficiency, p.embedding_comm_share, p.comm_share);
+    row[4].tooltip = QString("%1 tokens a step").arg(exact_bytes(p.tokens_per_step));
     row[ScalingView::kWireColumn] = {QString::fromStdString(sessions::format_bytes(p.wire_bytes_per_step)),
               QString("%1 B on the wire per step (every rank's bytes sent), %2 B of it Embedscope's split checks")
                   .arg(exact_bytes(p.wire_bytes_per_step), exact_bytes(p.split_check_bytes_per_step))};
@@ -93,7 +69,6 @@ ScalingPage lm_scaling_page(const engine::LmScalingStudy& st) {
     row[11] = {QString::fromStdString(sessions::format_bytes(p.memory_bytes_per_gpu)),
                QString("%1 B: the largest rank's peak of the LM memory estimate").arg(exact_bytes(p.memory_bytes_per_gpu))};
     row[ScalingView::kLmNoteColumn].text = QString::fromStdString(p.session_path);
-    page.rows.push_back(std::move(row));
   }
   return page;
 }

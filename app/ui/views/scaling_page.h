@@ -28,6 +28,8 @@ struct ScalingPage {
     bool dashed = false;
   };
   std::vector<Line> lines;
+  /// The index of the line named `name`, added (drawn dashed when `dashed`) if there is none yet.
+  size_t line_of(const QString& name, bool dashed = false);
   /// Every point, in the study's order: the index of its line, its GPUs, and either its
   /// figures (throughput per s, efficiency and embedding comm share in [0, 1], memory per GPU in
   /// bytes) or the reason it has none (`refusal` not empty).
@@ -51,7 +53,25 @@ struct ScalingPage {
   QStringList headers;
   int note_column = 0;
   std::vector<std::vector<Cell>> rows;
+
+  /// Adds `point` to the line named `line` (line_of) and its row: sharding, GPUs, nodes, and for
+  /// a refused point its reason (refusal_cell) in note_column. Returns the row, for the figures
+  /// of a point that ran. Call after headers and note_column are set.
+  std::vector<Cell>& add_point(const QString& line, bool dashed, Point point, int nodes);
 };
+
+/// The caption's sentence on the efficiency baseline, as `embedscope scaling` names it: "Efficiency:
+/// UNIT per GPU over the baseline, the best at the smallest size any type ran: TYPE at N GPU(s),
+/// RATE UNIT per GPU (...)", or "Efficiency: no point ran, so no baseline" when gpus is 0.
+QString efficiency_caption(const QString& unit, const QString& type, int gpus, double per_gpu);
+
+/// Columns 4 to 8 of a point that ran, as both studies' tables have them: the rate (samples/s or
+/// tokens/s) and the rate per GPU, whole; scaling efficiency, embedding comm share and comm share
+/// (fractions) as percent with one decimal, e.g. "49.5 %".
+void fill_rate_cells(std::vector<ScalingPage::Cell>& row, double per_s, int gpus, double efficiency,
+                     double embedding_comm_share, double comm_share);
+/// A refused point's note cell: its reason on one line, and as written in the tooltip.
+ScalingPage::Cell refusal_cell(const std::string& error);
 
 /// The page of a DLRM study (scaling_view.cpp): samples/s, its table's columns those of
 /// ScalingView::table().

@@ -135,6 +135,49 @@ std::pair<int64_t, QString> study_device_memory(const std::string& hardware) {
   return {hw.gpu.memory_bytes, QString::fromStdString(hw.gpu.name)};
 }
 
+size_t ScalingPage::line_of(const QString& name, bool dashed) {
+  const auto line = std::find_if(lines.begin(), lines.end(), [&](const Line& l) { return l.name == name; });
+  if (line != lines.end()) return static_cast<size_t>(line - lines.begin());
+  lines.push_back({name, dashed});
+  return lines.size() - 1;
+}
+
+QString efficiency_caption(const QString& unit, const QString& type, int gpus, double per_gpu) {
+  if (gpus == 0) return "Efficiency: no point ran, so no baseline";
+  return QString("Efficiency: %1 per GPU over the baseline, the best at the smallest size any type ran: %2 at %3 GPU%4, "
+                 "%5 %1 per GPU (one baseline for every type; 100 % = its rate)")
+      .arg(unit, type)
+      .arg(gpus)
+      .arg(gpus == 1 ? "" : "s")
+      .arg(per_gpu, 0, 'f', 0);
+}
+
+void fill_rate_cells(std::vector<ScalingPage::Cell>& row, double per_s, int gpus, double efficiency,
+                     double embedding_comm_share, double comm_share) {
+  row[4].text = QString::number(per_s, 'f', 0);
+  row[5].text = QString::number(per_s / gpus, 'f', 0);
+  row[6].text = QString::number(100 * efficiency, 'f', 1) + " %";
+  row[7].text = QString::number(100 * embedding_comm_share, 'f', 1) + " %";
+  row[8].text = QString::number(100 * comm_share, 'f', 1) + " %";
+}
+
+ScalingPage::Cell refusal_cell(const std::string& error) {
+  // the whole refusal on one line: its first line ends before the ranks and what they need
+  return {QString::fromStdString(error).replace('\n', ' ').simplified(), QString::fromStdString(error)};
+}
+
+std::vector<ScalingPage::Cell>& ScalingPage::add_point(const QString& line, bool dashed, Point point, int nodes) {
+  point.line = line_of(line, dashed);
+  std::vector<Cell> row(static_cast<size_t>(headers.size()));
+  row[0].text = line;
+  row[1].text = QString::number(point.gpus);
+  row[2].text = QString::number(nodes);
+  if (!point.refusal.empty()) row[static_cast<size_t>(note_column)] = refusal_cell(point.refusal);
+  points.push_back(std::move(point));
+  rows.push_back(std::move(row));
+  return rows.back();
+}
+
 ScalingPage dlrm_scaling_page(const engine::ScalingStudy& study) {
   ScalingPage page;
   page.throughput_unit = "samples/s";
@@ -142,14 +185,9 @@ ScalingPage dlrm_scaling_page(const engine::ScalingStudy& study) {
   std::tie(page.device_memory_bytes, page.device_name) = study_device_memory(study.hardware);
   // the baseline named as `embedscope scaling` names it (one for every type: engine::scaling_baseline)
   const auto baseline = engine::scaling_baseline(study.points);
-  const QString efficiency =
-      baseline ? QString("Efficiency: samples/s per GPU over the baseline, the best at the smallest size any type ran: "
-                         "%1 at %2 GPU%3, %4 samples/s per GPU (one baseline for every type; 100 % = its rate)")
-                     .arg(engine::to_string(baseline->sharding))
-                     .arg(baseline->gpus)
-                     .arg(baseline->gpus == 1 ? "" : "s")
-                     .arg(baseline->samples_per_s_per_gpu, 0, 'f', 0)
-               : QString("Efficiency: no point ran, so no baseline");
+  const QString efficiency = baseline ? efficiency_caption("samples/s", engine::to_string(baseline->sharding), baseline->gpus,
+                                                          baseline->samples_per_s_per_gpu)
+                                      : efficiency_caption("samples/s", "", 0, 0);
   page.caption = QString("<b>SIMULATED</b> scaling study: %1 on %2 (%3 GPUs per node), %4 samples per GPU per step "
                          "(weak scaling), %5 measured steps per point. %6; embedding comm: the input, output and "
                          "gradient dists' share of the step.")
@@ -172,30 +210,14 @@ ScalingPage dlrm_scaling_page(const engine::ScalingStudy& study) {
   page.note_column = ScalingView::kNoteColumn;
   for (const auto& p : study.points) {
     const QString name = engine::to_string(p.sharding);
-    auto line = std::find_if(page.lines.begin(), page.lines.end(), [&](const auto& l) { return l.name == name; });
-    if (line == page.lines.end()) {
-      const bool over = std::any_of(coinciding.begin(), coinciding.end(), [&](const auto& c) { return c.first == p.sharding; });
-      line = page.lines.insert(line, {name, over});
-    }
-    page.points.push_back({static_cast<size_t>(line - page.lines.begin()), p.gpus, p.error, p.samples_per_s,
-                           p.scaling_efficiency, p.embedding_comm_share, p.memory_bytes_per_gpu});
-    std::vector<ScalingPage::Cell> row(static_cast<size_t>(page.headers.size()));
-    row[0].text = name;
-    row[1].text = QString::number(p.gpus);
-    row[2].text = QString::number(p.nodes);
-    if (!p.error.empty()) {
-      // the whole refusal on one line: its first line ends before the ranks and what they need
-      row[ScalingView::kNoteColumn] = {QString::fromStdString(p.error).replace('\n', ' ').simplified(),
-                                       QString::fromStdString(p.error)};
-      page.rows.push_back(std::move(row));
-      continue;
-    }
+    const bool over = std::any_of(coinciding.begin(), coinciding.end(), [&](const auto& c) { return c.first == p.sharding; });
+    auto& row = page.add_point(name, over,
+                               {0, p.gpus, p.error, p.samples_per_s, p.scaling_efficiency, p.embedding_comm_share,
+                                p.memory_bytes_per_gpu},
+                               p.nodes);
+    if (!p.error.empty()) continue;
     row[3].text = QString::number(static_cast<double>(p.step_time_ns) / 1e6, 'f', 2) + " ms";
-    row[4].text = QString::number(p.samples_per_s, 'f', 0);
-    row[5].text = QString::number(p.samples_per_s / p.gpus, 'f', 0);
-    row[6].text = QString::number(100 * p.scaling_efficiency, 'f', 1) + " %";
-    row[7].text = QString::number(100 * p.embedding_comm_share, 'f', 1) + " %";
-    row[8].text = QString::number(100 * p.comm_share, 'f', 1) + " %";
+    fill_rate_cells(row, p.samples_per_s, p.gpus, p.scaling_efficiency, p.embedding_comm_share, p.comm_share);
     // every rank's bytes sent per step, as `embedscope scaling` prints it (0 B in studies written
     // before it was recorded, and for one GPU)
     row[ScalingView::kWireColumn] = {QString::fromStdString(sessions::format_bytes(p.wire_bytes_per_step)),
@@ -217,7 +239,6 @@ ScalingPage dlrm_scaling_page(const engine::ScalingStudy& study) {
     }
     if (!p.session_path.empty()) note << QString::fromStdString(p.session_path);
     row[ScalingView::kNoteColumn].text = note.join("; ");
-    page.rows.push_back(std::move(row));
   }
   return page;
 }
