@@ -2,10 +2,10 @@
 // The scaling study page (`embedscope scaling --json`): a DLRM study (engine/exec/scaling_study.h)
 // or an lm_embedding one (engine/exec/lm_scaling_study.h), drawn by the same code
 // (views/scaling_page.h): one line per sharding type over the simulated cluster sizes (x: GPUs,
-// log 2) in four plots - throughput (samples/s, or tokens/s for an LM study), weak-scaling
+// log 2) in four plots - throughput (samples/s, or tokens/s for an LM study), scaling
 // efficiency, the embedding communication share of the step, and memory per GPU (with the
 // device memory of a built-in profile as a dashed line, and each refused point marked at its GPU
-// count with the first words of its reason) - and a table of every point (its bytes on the wire
+// count, its reason under the plot's title) - and a table of every point (its bytes on the wire
 // per step too; B/token for an LM study), the ones that did not fit with their reason, and a
 // note naming the tables a point's plan did not give its type (ScalingPoint::other_types,
 // plan45). Everything on it is SIMULATED, and says so.
@@ -45,9 +45,12 @@ class ScalingView : public QWidget {
   /// samples/s or tokens/s, percent, percent, and memory in the unit of the y label: B, KiB,
   /// MiB or GiB, the largest the largest point fills once). The memory plot also has a
   /// QCPItemStraightLine at the device memory when the study's hardware is a built-in profile
-  /// and its largest point holds a tenth of it or more (else its title names it), and a
-  /// QCPItemText "✕ TYPE: REASON" per refused point (REASON: its error up to the first ':' or
-  /// '(').
+  /// and its largest point holds a tenth of it or more, a QCPItemText "✕" in the line's colour
+  /// at each refused point's GPU count on the x axis, and under its title a QCPTextElement
+  /// (8 pt) of the device memory when it is far above the points ("device memory NVIDIA H100
+  /// 80GB HBM3: 79.6 GiB, far above the points") and one line per refusal reason ("✕ refused
+  /// (does not fit): vocab_parallel at 1 GPU; data_parallel at 1, 2 GPUs"; the reason up to
+  /// its first ':' or '(', past the "TYPE at N GPUs: " and the JSON pointer it may start with).
   QCustomPlot* plot(int i) const { return plots_[static_cast<size_t>(i)]; }
   /// The table of every point. DLRM: sharding, GPUs, nodes, step p50, samples/s, per GPU,
   /// efficiency, emb comm, comm, wire/step (ScalingPoint::wire_bytes_per_step as `embedscope
