@@ -312,8 +312,7 @@ QString MainWindow::open_scaling(const QString& path, bool quiet) {
   try {
     auto* view = new ScalingView(load_scaling_study_file(path), tabs_);
     const int i = tabs_->addTab(view, QString("scaling: %1 on %2 (simulated)")
-                                          .arg(QString::fromStdString(view->study().workload),
-                                               QString::fromStdString(view->study().hardware)));
+                                          .arg(view->workload(), view->hardware()));
     tabs_->setTabToolTip(i, path);
     tabs_->setCurrentIndex(i);
   } catch (const std::exception& e) {

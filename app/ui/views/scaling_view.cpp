@@ -5,11 +5,13 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
+#include <QRegularExpression>
 #include <QTableWidget>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -18,9 +20,12 @@
 #include <qcustomplot.h>
 
 #include "charts/colors.h"
+#include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/model/units.h"
+#include "views/scaling_lm_study.h"
+#include "views/scaling_page.h"
 
 namespace embedscope::ui {
 
@@ -31,10 +36,10 @@ struct MemoryUnit {
   const char* name;
   double bytes;
 };
-MemoryUnit memory_unit(const std::vector<engine::ScalingPoint>& points) {
+MemoryUnit memory_unit(const std::vector<ScalingPage::Point>& points) {
   int64_t top = 0;
   for (const auto& p : points)
-    if (p.error.empty()) top = std::max(top, p.memory_bytes_per_gpu);
+    if (p.refusal.empty()) top = std::max(top, p.memory_bytes);
   const MemoryUnit units[] = {{"GiB", 1024.0 * 1024.0 * 1024.0}, {"MiB", 1024.0 * 1024.0}, {"KiB", 1024.0}};
   for (const MemoryUnit& u : units)
     if (static_cast<double>(top) >= u.bytes) return u;
@@ -50,78 +55,253 @@ void gpu_axis(QCPAxis* x, const std::set<int>& sizes) {
   x->setLabel("GPUs (simulated)");
   if (!sizes.empty()) x->setRange(*sizes.begin() / 1.3, *sizes.rbegin() * 1.3);
 }
+
+// The device's memory as a dashed line across the memory plot, labelled; the axis reaches it when
+// the largest point holds a tenth of it or more, else the line under the plot's title gives it
+// (returned; a line there would flatten every point onto the axis).
+QString capacity_line(QCustomPlot* plot, const ScalingPage& page, const MemoryUnit& mem, double top) {
+  if (page.device_memory_bytes <= 0) return "";
+  const double capacity = static_cast<double>(page.device_memory_bytes) / mem.bytes;
+  const QString text = QString("%1: %2").arg(page.device_name, QString::fromStdString(sessions::format_bytes(page.device_memory_bytes)));
+  if (top < capacity / 10) return QString("device memory %1, far above the points").arg(text);
+  plot->yAxis->setRange(0, std::max(top, capacity) * 1.12);
+  auto* line = new QCPItemStraightLine(plot);
+  line->point1->setCoords(0, capacity);
+  line->point2->setCoords(1, capacity);
+  line->setPen(QPen(QColor(0xd6, 0x27, 0x28), 1.5, Qt::DashLine));
+  auto* label = new QCPItemText(plot);
+  label->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+  label->position->setTypeY(QCPItemPosition::ptPlotCoords);
+  label->position->setCoords(0.02, capacity);
+  label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+  label->setColor(QColor(0xd6, 0x27, 0x28));
+  label->setText("device memory, " + text);
+  return "";
+}
+
+// The refused points on the memory plot: a cross in the line's colour at each one's GPU count on
+// the x axis, and returned, a line per reason naming the types and sizes, e.g. "refused (does not
+// fit): data_parallel at 1, 2, 4 GPUs; row_wise at 1 GPU" (the reason up to its first ':' or '('
+// after the "TYPE at N GPUs: " a workload refusal starts with, and past the JSON pointer it may
+// name; the whole one is in the table).
+QStringList refused_marks(QCustomPlot* plot, const ScalingPage& page) {
+  std::map<int, int> stacked;  // per GPU count, the crosses already there
+  std::vector<std::pair<QString, std::vector<std::pair<size_t, std::vector<int>>>>> reasons;  // reason: (line, sizes)
+  for (const auto& p : page.points) {
+    if (p.refusal.empty()) continue;
+    auto* mark = new QCPItemText(plot);
+    mark->position->setTypeX(QCPItemPosition::ptPlotCoords);
+    mark->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    mark->position->setCoords(p.gpus, 1.0 - 0.08 * stacked[p.gpus]++);
+    mark->setPositionAlignment(Qt::AlignHCenter | Qt::AlignBottom);
+    mark->setColor(session_color(p.line));
+    mark->setFont(QFont("sans", 10, QFont::Bold));
+    mark->setText("\u2715");
+    QString why = QString::fromStdString(p.refusal).simplified();
+    if (const QString prefix = QString("%1 at %2 GPU").arg(page.lines[p.line].name).arg(p.gpus); why.startsWith(prefix))
+      why = why.mid(why.indexOf(": ") + 2);
+    // "/sequence_length: sequence_parallel splits ...: must be ..." reads up to its second ':'
+    const qsizetype from = why.startsWith('/') && why.contains(": ") ? why.indexOf(": ") + 2 : 0;
+    why = why.left(why.indexOf(QRegularExpression("[:(]"), from)).trimmed();
+    auto r = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == why; });
+    if (r == reasons.end()) r = reasons.insert(r, {why, {}});
+    auto l = std::find_if(r->second.begin(), r->second.end(), [&](const auto& x) { return x.first == p.line; });
+    if (l == r->second.end()) l = r->second.insert(l, {p.line, {}});
+    l->second.push_back(p.gpus);
+  }
+  QStringList text;
+  for (const auto& [why, lines] : reasons) {
+    QString row = QString("\u2715 refused (%1):").arg(why);
+    for (size_t k = 0; k < lines.size(); ++k) {
+      QStringList sizes;
+      for (int g : lines[k].second) sizes << QString::number(g);
+      const QString part = QString("%1 at %2 GPU%3").arg(page.lines[lines[k].first].name, sizes.join(", "),
+                                                         sizes.size() == 1 && sizes[0] == "1" ? "" : "s");
+      // lines of 80 characters at most, broken between types (the plot is half the window wide)
+      const bool wraps = row.size() - row.lastIndexOf('\n') - 1 + part.size() > 80;
+      row += QString(k > 0 ? ";" : "") + (wraps ? "\n  " : " ");
+      row += part;
+    }
+    text << row;
+  }
+  return text;
+}
 }  // namespace
 
-ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
-    : QWidget(parent), study_(std::move(study)), table_(new QTableWidget(this)), caption_(new QLabel(this)),
-      kept_(new QLabel(this)) {
+std::pair<int64_t, QString> study_device_memory(const std::string& hardware) {
+  const auto names = engine::hardware_profile_names();
+  if (std::find(names.begin(), names.end(), hardware) == names.end()) return {0, ""};
+  const engine::HardwareProfile hw = engine::load_hardware_profile(hardware);
+  return {hw.gpu.memory_bytes, QString::fromStdString(hw.gpu.name)};
+}
+
+size_t ScalingPage::line_of(const QString& name, bool dashed) {
+  const auto line = std::find_if(lines.begin(), lines.end(), [&](const Line& l) { return l.name == name; });
+  if (line != lines.end()) return static_cast<size_t>(line - lines.begin());
+  lines.push_back({name, dashed});
+  return lines.size() - 1;
+}
+
+QString efficiency_caption(const QString& unit, const QString& type, int gpus, double per_gpu) {
+  if (gpus == 0) return "Efficiency: no point ran, so no baseline";
+  return QString("Efficiency: %1 per GPU over the baseline, the best at the smallest size any type ran: %2 at %3 GPU%4, "
+                 "%5 %1 per GPU (one baseline for every type; 100 % = its rate)")
+      .arg(unit, type)
+      .arg(gpus)
+      .arg(gpus == 1 ? "" : "s")
+      .arg(per_gpu, 0, 'f', 0);
+}
+
+void fill_rate_cells(std::vector<ScalingPage::Cell>& row, double per_s, int gpus, double efficiency,
+                     double embedding_comm_share, double comm_share) {
+  row[4].text = QString::number(per_s, 'f', 0);
+  row[5].text = QString::number(per_s / gpus, 'f', 0);
+  row[6].text = QString::number(100 * efficiency, 'f', 1) + " %";
+  row[7].text = QString::number(100 * embedding_comm_share, 'f', 1) + " %";
+  row[8].text = QString::number(100 * comm_share, 'f', 1) + " %";
+}
+
+ScalingPage::Cell refusal_cell(const std::string& error) {
+  // the whole refusal on one line: its first line ends before the ranks and what they need
+  return {QString::fromStdString(error).replace('\n', ' ').simplified(), QString::fromStdString(error)};
+}
+
+std::vector<ScalingPage::Cell>& ScalingPage::add_point(const QString& line, bool dashed, Point point, int nodes) {
+  point.line = line_of(line, dashed);
+  std::vector<Cell> row(static_cast<size_t>(headers.size()));
+  row[0].text = line;
+  row[1].text = QString::number(point.gpus);
+  row[2].text = QString::number(nodes);
+  if (!point.refusal.empty()) row[static_cast<size_t>(note_column)] = refusal_cell(point.refusal);
+  points.push_back(std::move(point));
+  rows.push_back(std::move(row));
+  return rows.back();
+}
+
+ScalingPage dlrm_scaling_page(const engine::ScalingStudy& study) {
+  ScalingPage page;
+  page.throughput_unit = "samples/s";
+  page.efficiency_title = "weak-scaling efficiency";
+  std::tie(page.device_memory_bytes, page.device_name) = study_device_memory(study.hardware);
+  // the baseline named as `embedscope scaling` names it (one for every type: engine::scaling_baseline)
+  const auto baseline = engine::scaling_baseline(study.points);
+  const QString efficiency = baseline ? efficiency_caption("samples/s", engine::to_string(baseline->sharding), baseline->gpus,
+                                                          baseline->samples_per_s_per_gpu)
+                                      : efficiency_caption("samples/s", "", 0, 0);
+  page.caption = QString("<b>SIMULATED</b> scaling study: %1 on %2 (%3 GPUs per node), %4 samples per GPU per step "
+                         "(weak scaling), %5 measured steps per point. %6; embedding comm: the input, output and "
+                         "gradient dists' share of the step.")
+                     .arg(QString::fromStdString(study.workload).toHtmlEscaped(),
+                          QString::fromStdString(study.hardware).toHtmlEscaped())
+                     .arg(study.gpus_per_node)
+                     .arg(study.batch_size_per_gpu)
+                     .arg(study.steps)
+                     .arg(efficiency);
+  // the tables kept in another type than the point's (tester44 F4; plan45: the CLI said so, the page did not)
+  page.notes = QString::fromStdString(kept_tables_text(study));
+  const auto coinciding = coinciding_types(study);
+  for (const auto& [later, earlier] : coinciding)  // tester45 F3: one line hidden under the other
+    page.notes += QString("%1%2's figures are within 0.5 % of %3's at every size (on one node the same plan): its line "
+                          "is drawn dashed over %3's.")
+                      .arg(page.notes.isEmpty() ? "" : " ", engine::to_string(later), engine::to_string(earlier));
+  page.headers = {"sharding", "GPUs", "nodes", "step p50", "samples/s", "per GPU", "efficiency",
+                  "emb comm", "comm", "wire/step", "memory/GPU", "note"};
+  static_assert(ScalingView::kWireColumn == 9 && ScalingView::kNoteColumn == 11);
+  page.note_column = ScalingView::kNoteColumn;
+  for (const auto& p : study.points) {
+    const QString name = engine::to_string(p.sharding);
+    const bool over = std::any_of(coinciding.begin(), coinciding.end(), [&](const auto& c) { return c.first == p.sharding; });
+    auto& row = page.add_point(name, over,
+                               {0, p.gpus, p.error, p.samples_per_s, p.scaling_efficiency, p.embedding_comm_share,
+                                p.memory_bytes_per_gpu},
+                               p.nodes);
+    if (!p.error.empty()) continue;
+    row[3].text = QString::number(static_cast<double>(p.step_time_ns) / 1e6, 'f', 2) + " ms";
+    fill_rate_cells(row, p.samples_per_s, p.gpus, p.scaling_efficiency, p.embedding_comm_share, p.comm_share);
+    // every rank's bytes sent per step, as `embedscope scaling` prints it (0 B in studies written
+    // before it was recorded, and for one GPU)
+    row[ScalingView::kWireColumn] = {QString::fromStdString(sessions::format_bytes(p.wire_bytes_per_step)),
+                                     QString("%1 B on the wire per step (every rank's bytes sent)")
+                                         .arg(QLocale::c().toString(static_cast<qlonglong>(p.wire_bytes_per_step)))};
+    row[10].text = QString::fromStdString(sessions::format_bytes(p.memory_bytes_per_gpu));
+    // how the planner placed the tables (ScalingPoint::placement), and the point's session
+    QStringList note;
+    if (!p.placement.empty()) note << (p.placement == "greedy" ? "placed by bytes" : "placed by time");
+    if (!p.other_types.empty()) {
+      QStringList names;
+      for (const auto& [table, t] : p.other_types) names << QString::fromStdString(table) + " " + engine::to_string(t);
+      note << QString("not %1: %2").arg(engine::to_string(p.sharding), names.join(", "));
+    }
+    if (!p.empty_shard_tables.empty()) {
+      QStringList names;
+      for (const auto& table : p.empty_shard_tables) names << QString::fromStdString(table);
+      note << QString("empty shards: %1").arg(names.join(", "));
+    }
+    if (!p.session_path.empty()) note << QString::fromStdString(p.session_path);
+    row[ScalingView::kNoteColumn].text = note.join("; ");
+  }
+  return page;
+}
+
+ScalingView::ScalingView(ScalingStudyFile study, QWidget* parent) : QWidget(parent) {
+  if (auto* lm = std::get_if<engine::LmScalingStudy>(&study)) {
+    lm_study_ = std::move(*lm);
+    build(lm_scaling_page(*lm_study_));
+  } else {
+    study_ = std::get<engine::ScalingStudy>(std::move(study));
+    build(dlrm_scaling_page(study_));
+  }
+}
+
+QString ScalingView::workload() const {
+  return QString::fromStdString(lm_study_ ? lm_study_->workload : study_.workload);
+}
+QString ScalingView::hardware() const {
+  return QString::fromStdString(lm_study_ ? lm_study_->hardware : study_.hardware);
+}
+
+void ScalingView::build(const ScalingPage& page) {
+  table_ = new QTableWidget(this);
+  caption_ = new QLabel(this);
+  kept_ = new QLabel(this);
+  note_column_ = page.note_column;
   auto* grid = new QGridLayout(this);
   caption_->setWordWrap(true);
-  // the baseline named as `embedscope scaling` names it (one for every type: engine::scaling_baseline)
-  const auto baseline = engine::scaling_baseline(study_.points);
-  const QString efficiency =
-      baseline ? QString("Efficiency: samples/s per GPU over the baseline, the best at the smallest size any type ran: "
-                         "%1 at %2 GPU%3, %4 samples/s per GPU (one baseline for every type; 100 % = its rate)")
-                     .arg(engine::to_string(baseline->sharding))
-                     .arg(baseline->gpus)
-                     .arg(baseline->gpus == 1 ? "" : "s")
-                     .arg(baseline->samples_per_s_per_gpu, 0, 'f', 0)
-               : QString("Efficiency: no point ran, so no baseline");
-  caption_->setText(QString("<b>SIMULATED</b> scaling study: %1 on %2 (%3 GPUs per node), %4 samples per GPU per step "
-                            "(weak scaling), %5 measured steps per point. %6; embedding comm: the input, output and "
-                            "gradient dists' share of the step.")
-                        .arg(QString::fromStdString(study_.workload).toHtmlEscaped(),
-                             QString::fromStdString(study_.hardware).toHtmlEscaped())
-                        .arg(study_.gpus_per_node)
-                        .arg(study_.batch_size_per_gpu)
-                        .arg(study_.steps)
-                        .arg(efficiency));
+  caption_->setText(page.caption);
   grid->addWidget(caption_, 0, 0, 1, 2);
-  // the tables kept in another type than the point's (tester44 F4; plan45: the CLI said so, the page did not)
   kept_->setWordWrap(true);
   kept_->setTextFormat(Qt::PlainText);
-  QString notes = QString::fromStdString(kept_tables_text(study_));
-  const auto coinciding = coinciding_types(study_);
-  for (const auto& [later, earlier] : coinciding)  // tester45 F3: one line hidden under the other
-    notes += QString("%1%2's figures are within 0.5 % of %3's at every size (on one node the same plan): its line is "
-                     "drawn dashed over %3's.")
-                .arg(notes.isEmpty() ? "" : " ", engine::to_string(later), engine::to_string(earlier));
-  kept_->setText(notes);
-  kept_->setVisible(!kept_->text().isEmpty());
+  kept_->setText(page.notes);
+  kept_->setVisible(!page.notes.isEmpty());
   grid->addWidget(kept_, 1, 0, 1, 2);
-  std::vector<engine::ShardingType> types;
   std::set<int> sizes;
-  for (const auto& p : study_.points) {
-    if (std::find(types.begin(), types.end(), p.sharding) == types.end()) types.push_back(p.sharding);
-    sizes.insert(p.gpus);
-  }
+  for (const auto& p : page.points) sizes.insert(p.gpus);
   struct Metric {
-    const char* title;
-    const char* unit;
-    std::function<double(const engine::ScalingPoint&)> value;
+    QString title;
+    QString unit;
+    std::function<double(const ScalingPage::Point&)> value;
   };
-  const MemoryUnit mem = memory_unit(study_.points);
+  const MemoryUnit mem = memory_unit(page.points);
   const Metric metrics[] = {
-      {"throughput", "samples/s", [](const engine::ScalingPoint& p) { return p.samples_per_s; }},
-      {"weak-scaling efficiency", "%", [](const engine::ScalingPoint& p) { return 100 * p.scaling_efficiency; }},
+      {"throughput", page.throughput_unit, [](const ScalingPage::Point& p) { return p.throughput; }},
+      {page.efficiency_title, "%", [](const ScalingPage::Point& p) { return 100 * p.efficiency; }},
       {"embedding communication share of the step", "%",
-       [](const engine::ScalingPoint& p) { return 100 * p.embedding_comm_share; }},
+       [](const ScalingPage::Point& p) { return 100 * p.embedding_comm_share; }},
       {"memory per GPU (largest rank)", mem.name,
-       [mem](const engine::ScalingPoint& p) { return static_cast<double>(p.memory_bytes_per_gpu) / mem.bytes; }}};
+       [mem](const ScalingPage::Point& p) { return static_cast<double>(p.memory_bytes) / mem.bytes; }}};
   for (int m = 0; m < 4; ++m) {
     auto* plot = new QCustomPlot(this);
     plot->setMinimumSize(360, 220);
     plot->plotLayout()->insertRow(0);
     plot->plotLayout()->addElement(0, 0, new QCPTextElement(plot, metrics[m].title, QFont("sans", 10, QFont::Bold)));
     double top = 0;
-    for (size_t t = 0; t < types.size(); ++t) {
+    for (size_t t = 0; t < page.lines.size(); ++t) {
       auto* g = plot->addGraph();
-      g->setName(engine::to_string(types[t]));
-      const bool over = std::any_of(coinciding.begin(), coinciding.end(), [&](const auto& c) { return c.first == types[t]; });
-      g->setPen(QPen(session_color(t), 2, over ? Qt::DashLine : Qt::SolidLine));
+      g->setName(page.lines[t].name);
+      g->setPen(QPen(session_color(t), 2, page.lines[t].dashed ? Qt::DashLine : Qt::SolidLine));
       g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
-      for (const auto& p : study_.points)
-        if (p.sharding == types[t] && p.error.empty()) {
+      for (const auto& p : page.points)
+        if (p.line == t && p.refusal.empty()) {
           g->addData(p.gpus, metrics[m].value(p));
           top = std::max(top, metrics[m].value(p));
         }
@@ -129,71 +309,45 @@ ScalingView::ScalingView(engine::ScalingStudy study, QWidget* parent)
     gpu_axis(plot->xAxis, sizes);
     plot->yAxis->setLabel(metrics[m].unit);
     plot->yAxis->setRange(0, m == 1 || m == 2 ? std::max(100.0, top * 1.05) : std::max(1e-9, top * 1.1));
+    if (m == 3) {  // the device's memory and the refused points, said under the title
+      QStringList note = refused_marks(plot, page);
+      if (const QString off = capacity_line(plot, page, mem, top); !off.isEmpty()) note.prepend(off);
+      if (!note.isEmpty()) {
+        plot->plotLayout()->insertRow(1);
+        plot->plotLayout()->addElement(1, 0, new QCPTextElement(plot, note.join("\n"), QFont("sans", 8)));
+        plot->plotLayout()->setRowStretchFactor(1, 0.001);
+      }
+    }
     // the legend in a row of its own under the axes, one entry beside the other: inside the
     // axes it covered points whichever corner it took (tester33 D13)
     plot->legend->setVisible(true);
     plot->axisRect()->insetLayout()->take(plot->legend);
-    plot->plotLayout()->addElement(2, 0, plot->legend);
-    plot->plotLayout()->setRowStretchFactor(2, 0.001);
+    const int legend_row = plot->plotLayout()->rowCount();
+    plot->plotLayout()->addElement(legend_row, 0, plot->legend);
+    plot->plotLayout()->setRowStretchFactor(legend_row, 0.001);
     plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
     follow_palette(plot);
     plots_.push_back(plot);
     grid->addWidget(plot, 2 + m / 2, m % 2);
   }
-  const QStringList headers = {"sharding", "GPUs", "nodes", "step p50", "samples/s", "per GPU", "efficiency",
-                               "emb comm", "comm", "wire/step", "memory/GPU", "note"};
-  static_assert(kWireColumn == 9 && kNoteColumn == 11);
-  table_->setColumnCount(static_cast<int>(headers.size()));
-  table_->setHorizontalHeaderLabels(headers);
-  table_->setRowCount(static_cast<int>(study_.points.size()));
+  table_->setColumnCount(static_cast<int>(page.headers.size()));
+  table_->setHorizontalHeaderLabels(page.headers);
+  table_->setRowCount(static_cast<int>(page.rows.size()));
   table_->verticalHeader()->hide();
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   for (int r = 0; r < table_->rowCount(); ++r) {
-    const auto& p = study_.points[static_cast<size_t>(r)];
-    auto set = [&](int c, const QString& text) {
-      auto* item = new QTableWidgetItem(text);
-      item->setTextAlignment(c == 0 || c == kNoteColumn ? Qt::Alignment(Qt::AlignLeft | Qt::AlignVCenter)
-                                               : Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
+    const auto& row = page.rows[static_cast<size_t>(r)];
+    const bool refused = !page.points[static_cast<size_t>(r)].refusal.empty();
+    for (int c = 0; c < static_cast<int>(row.size()); ++c) {
+      const ScalingPage::Cell& cell = row[static_cast<size_t>(c)];
+      if (cell.text.isEmpty()) continue;
+      auto* item = new QTableWidgetItem(cell.text);
+      item->setTextAlignment(c == 0 || c == page.note_column ? Qt::Alignment(Qt::AlignLeft | Qt::AlignVCenter)
+                                                             : Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
+      if (!cell.tooltip.isEmpty()) item->setToolTip(cell.tooltip);
+      if (refused && c == page.note_column) item->setForeground(QColor(0xd6, 0x27, 0x28));
       table_->setItem(r, c, item);
-    };
-    set(0, engine::to_string(p.sharding));
-    set(1, QString::number(p.gpus));
-    set(2, QString::number(p.nodes));
-    if (!p.error.empty()) {
-      // the whole refusal on one line: its first line ends before the ranks and what they need
-      set(kNoteColumn, QString::fromStdString(p.error).replace('\n', ' ').simplified());
-      table_->item(r, kNoteColumn)->setToolTip(QString::fromStdString(p.error));
-      table_->item(r, kNoteColumn)->setForeground(QColor(0xd6, 0x27, 0x28));
-      continue;
     }
-    set(3, QString::number(static_cast<double>(p.step_time_ns) / 1e6, 'f', 2) + " ms");
-    set(4, QString::number(p.samples_per_s, 'f', 0));
-    set(5, QString::number(p.samples_per_s / p.gpus, 'f', 0));
-    set(6, QString::number(100 * p.scaling_efficiency, 'f', 1) + " %");
-    set(7, QString::number(100 * p.embedding_comm_share, 'f', 1) + " %");
-    set(8, QString::number(100 * p.comm_share, 'f', 1) + " %");
-    // every rank's bytes sent per step, as `embedscope scaling` prints it (0 B in studies written
-    // before it was recorded, and for one GPU)
-    set(kWireColumn, QString::fromStdString(sessions::format_bytes(p.wire_bytes_per_step)));
-    table_->item(r, kWireColumn)->setToolTip(QString("%1 B on the wire per step (every rank's bytes sent)")
-                                                 .arg(QLocale::c().toString(static_cast<qlonglong>(p.wire_bytes_per_step))));
-    set(10, QString::fromStdString(sessions::format_bytes(p.memory_bytes_per_gpu)));
-    // how the planner placed the tables (ScalingPoint::placement), and the point's session
-    QStringList note;
-    if (!p.placement.empty()) note << (p.placement == "greedy" ? "placed by bytes" : "placed by time");
-    if (!p.other_types.empty()) {
-      QStringList names;
-      for (const auto& [name, t] : p.other_types)
-        names << QString::fromStdString(name) + " " + engine::to_string(t);
-      note << QString("not %1: %2").arg(engine::to_string(p.sharding), names.join(", "));
-    }
-    if (!p.empty_shard_tables.empty()) {
-      QStringList names;
-      for (const auto& name : p.empty_shard_tables) names << QString::fromStdString(name);
-      note << QString("empty shards: %1").arg(names.join(", "));
-    }
-    if (!p.session_path.empty()) note << QString::fromStdString(p.session_path);
-    if (!note.isEmpty()) set(kNoteColumn, note.join("; "));
   }
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
@@ -305,7 +459,7 @@ bool is_scaling_study_file(const QString& path) {
   return head.startsWith("{\"batch_size_per_gpu\"");
 }
 
-engine::ScalingStudy load_scaling_study_file(const QString& path) {
+ScalingStudyFile load_scaling_study_file(const QString& path) {
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly))
     throw engine::SpecError(path.toStdString() + ": cannot read: " + f.errorString().toStdString());
@@ -316,6 +470,7 @@ engine::ScalingStudy load_scaling_study_file(const QString& path) {
   } catch (const nlohmann::json::parse_error& e) {
     throw engine::SpecError(path.toStdString() + ": not JSON: " + e.what());
   }
+  if (is_lm_scaling_study(j)) return lm_scaling_study_from_json(j, path.toStdString());
   return engine::scaling_study_from_json(j, path.toStdString());
 }
 

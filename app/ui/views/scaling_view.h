@@ -1,18 +1,22 @@
 #pragma once
-// The scaling study page (`embedscope scaling --json`, engine/exec/scaling_study.h): one line
-// per sharding type over the simulated cluster sizes (x: GPUs, log 2) in four plots -
-// throughput (samples/s), weak-scaling efficiency, the embedding communication share of the
-// step, and memory per GPU (with the profile's device memory as a dashed line when known) - and
-// a table of every point (its bytes on the wire per step too), the ones that did not fit with
-// their reason, and a note naming the
-// tables a point's plan did not give its type (ScalingPoint::other_types, plan45). Everything on
-// it is SIMULATED, and says so.
+// The scaling study page (`embedscope scaling --json`): a DLRM study (engine/exec/scaling_study.h)
+// or an lm_embedding one (engine/exec/lm_scaling_study.h), drawn by the same code
+// (views/scaling_page.h): one line per sharding type over the simulated cluster sizes (x: GPUs,
+// log 2) in four plots - throughput (samples/s, or tokens/s for an LM study), scaling
+// efficiency, the embedding communication share of the step, and memory per GPU (with the
+// device memory of a built-in profile as a dashed line, and each refused point marked at its GPU
+// count, its reason under the plot's title) - and a table of every point (its bytes on the wire
+// per step too; B/token for an LM study), the ones that did not fit with their reason, and a
+// note naming the tables a point's plan did not give its type (ScalingPoint::other_types,
+// plan45). Everything on it is SIMULATED, and says so.
 
 #include <QWidget>
 
+#include <optional>
 #include <vector>
 
 #include "embedscope/engine/exec/scaling_study.h"
+#include "views/scaling_lm_study.h"
 
 class QCustomPlot;
 class QLabel;
@@ -20,33 +24,61 @@ class QTableWidget;
 
 namespace embedscope::ui {
 
+struct ScalingPage;
+
 class ScalingView : public QWidget {
   Q_OBJECT
 
  public:
-  explicit ScalingView(engine::ScalingStudy study, QWidget* parent = nullptr);
+  /// The page of a DLRM study (engine::ScalingStudy) or an lm_embedding one
+  /// (engine::LmScalingStudy). Loads the built-in hardware profile the study names, if it is
+  /// one, for its device memory.
+  explicit ScalingView(ScalingStudyFile study, QWidget* parent = nullptr);
+  /// The DLRM study (empty for an LM one), and the LM study (nullopt for a DLRM one).
   const engine::ScalingStudy& study() const { return study_; }
+  const std::optional<engine::LmScalingStudy>& lm_study() const { return lm_study_; }
+  QString workload() const;  ///< the study's workload name
+  QString hardware() const;  ///< the study's hardware profile name
   /// The plots, in order: throughput, scaling efficiency, embedding comm share, memory per GPU.
-  /// Each has one graph per sharding type (in the study's order) holding the points that ran
-  /// (x = GPUs; y = samples/s, percent, percent, GiB).
+  /// Each has one graph per sharding type (in the study's order; an LM type with sequence
+  /// parallelism is its own, "vocab_parallel+sp") holding the points that ran (x = GPUs; y =
+  /// samples/s or tokens/s, percent, percent, and memory in the unit of the y label: B, KiB,
+  /// MiB or GiB, the largest the largest point fills once). The memory plot also has a
+  /// QCPItemStraightLine at the device memory when the study's hardware is a built-in profile
+  /// and its largest point holds a tenth of it or more, a QCPItemText "✕" in the line's colour
+  /// at each refused point's GPU count on the x axis, and under its title a QCPTextElement
+  /// (8 pt) of the device memory when it is far above the points ("device memory NVIDIA H100
+  /// 80GB HBM3: 79.6 GiB, far above the points") and one line per refusal reason ("✕ refused
+  /// (does not fit): vocab_parallel at 1 GPU; data_parallel at 1, 2 GPUs"; the reason up to
+  /// its first ':' or '(', past the "TYPE at N GPUs: " and the JSON pointer it may start with).
   QCustomPlot* plot(int i) const { return plots_[static_cast<size_t>(i)]; }
-  /// The table of every point: sharding, GPUs, nodes, step p50, samples/s, per GPU, efficiency,
-  /// emb comm, comm, wire/step (ScalingPoint::wire_bytes_per_step as `embedscope scaling`
-  /// prints it, e.g. "2.8 MiB"; the exact bytes in its tooltip), memory/GPU, note.
+  /// The table of every point. DLRM: sharding, GPUs, nodes, step p50, samples/s, per GPU,
+  /// efficiency, emb comm, comm, wire/step (ScalingPoint::wire_bytes_per_step as `embedscope
+  /// scaling` prints it, e.g. "2.8 MiB"; the exact bytes in its tooltip), memory/GPU, note.
+  /// LM (`embedscope scaling`'s LM columns): sharding (+sp), GPUs, nodes, step (as the CLI
+  /// prints it, "0.12 ms"), tokens/s, per GPU, efficiency, emb comm, comm, wire/step, B/token
+  /// (one decimal; the formula in its tooltip), memory/GPU, note (the session). A refused
+  /// point has sharding, GPUs, nodes and its reason in the note column (red), no other items.
   QTableWidget* table() const { return table_; }
-  static constexpr int kWireColumn = 9;   ///< the table's wire/step column
-  static constexpr int kNoteColumn = 11;  ///< the table's note column (placement, session, error)
+  static constexpr int kWireColumn = 9;   ///< the table's wire/step column (both studies)
+  static constexpr int kNoteColumn = 11;  ///< a DLRM study's note column (placement, session, error)
+  static constexpr int kLmTokenBytesColumn = 10;  ///< an LM study's B/token column
+  static constexpr int kLmNoteColumn = 12;        ///< an LM study's note column (session, error)
+  int note_column() const { return note_column_; }  ///< kNoteColumn or kLmNoteColumn
   QLabel* caption() const { return caption_; }
   /// The note under the caption naming the tables kept in another type (kept_tables_text) and
   /// the types whose lines coincide (coinciding_types); hidden when there is neither.
   QLabel* kept_note() const { return kept_; }
 
  private:
+  void build(const ScalingPage& page);
   engine::ScalingStudy study_;
+  std::optional<engine::LmScalingStudy> lm_study_;
+  int note_column_ = kNoteColumn;
   std::vector<QCustomPlot*> plots_;
-  QTableWidget* table_;
-  QLabel* caption_;
-  QLabel* kept_;
+  QTableWidget* table_ = nullptr;
+  QLabel* caption_ = nullptr;
+  QLabel* kept_ = nullptr;
 };
 
 /// The tables each point's plan did not give the point's sharding type (ScalingPoint::
@@ -75,8 +107,9 @@ std::vector<std::pair<engine::ShardingType, engine::ShardingType>> coinciding_ty
 /// True when the file at `path` is a scaling study (the JSON `embedscope scaling --json` writes:
 /// an object whose first key is "batch_size_per_gpu"), by its first bytes.
 bool is_scaling_study_file(const QString& path);
-/// Reads a scaling study file. Throws engine::SpecError naming the file (and the JSON pointer,
-/// or the line of a syntax error).
-engine::ScalingStudy load_scaling_study_file(const QString& path);
+/// Reads a scaling study file: an lm_embedding study ("model": "lm_embedding",
+/// lm_scaling_study_from_json) or a DLRM one (engine::scaling_study_from_json). Throws
+/// engine::SpecError naming the file (and the JSON pointer, or the line of a syntax error).
+ScalingStudyFile load_scaling_study_file(const QString& path);
 
 }  // namespace embedscope::ui
