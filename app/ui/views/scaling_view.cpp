@@ -24,7 +24,6 @@
 #include "embedscope/engine/workload/spec.h"
 #include "embedscope/sessions/importers/importer.h"
 #include "embedscope/sessions/model/units.h"
-#include "views/scaling_lm_study.h"
 #include "views/scaling_page.h"
 
 namespace embedscope::ui {
@@ -470,7 +469,7 @@ ScalingStudyFile load_scaling_study_file(const QString& path) {
   } catch (const nlohmann::json::parse_error& e) {
     throw engine::SpecError(path.toStdString() + ": not JSON: " + e.what());
   }
-  if (is_lm_scaling_study(j)) return lm_scaling_study_from_json(j, path.toStdString());
+  if (engine::is_lm_scaling_study(j)) return engine::lm_scaling_study_from_json(j, path.toStdString());
   return engine::scaling_study_from_json(j, path.toStdString());
 }
 

@@ -13,10 +13,11 @@
 #include <QWidget>
 
 #include <optional>
+#include <variant>
 #include <vector>
 
+#include "embedscope/engine/exec/lm_scaling_study.h"
 #include "embedscope/engine/exec/scaling_study.h"
-#include "views/scaling_lm_study.h"
 
 class QCustomPlot;
 class QLabel;
@@ -25,6 +26,10 @@ class QTableWidget;
 namespace embedscope::ui {
 
 struct ScalingPage;
+
+/// A scaling study file as the page opens it: a DLRM study (engine::ScalingStudy) or an
+/// lm_embedding one (engine::LmScalingStudy), told apart by the JSON's "model".
+using ScalingStudyFile = std::variant<engine::ScalingStudy, engine::LmScalingStudy>;
 
 class ScalingView : public QWidget {
   Q_OBJECT
@@ -108,7 +113,7 @@ std::vector<std::pair<engine::ShardingType, engine::ShardingType>> coinciding_ty
 /// an object whose first key is "batch_size_per_gpu"), by its first bytes.
 bool is_scaling_study_file(const QString& path);
 /// Reads a scaling study file: an lm_embedding study ("model": "lm_embedding",
-/// lm_scaling_study_from_json) or a DLRM one (engine::scaling_study_from_json). Throws
+/// engine::lm_scaling_study_from_json) or a DLRM one (engine::scaling_study_from_json). Throws
 /// engine::SpecError naming the file (and the JSON pointer, or the line of a syntax error).
 ScalingStudyFile load_scaling_study_file(const QString& path);
 

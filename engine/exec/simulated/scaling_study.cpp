@@ -311,8 +311,8 @@ ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string&
   using V = json::value_t;
   // an lm_embedding study (exec/lm_scaling_study.h) has tokens, not samples, and LM sharding types
   if (j.is_object() && j.contains("model") && j["model"] == "lm_embedding")
-    fail("/model", "an lm_embedding scaling study (tokens/s, bytes per token, LM sharding types): the workbench's "
-                   "scaling page draws DLRM studies only; `embedscope scaling` prints its table");
+    fail("/model", "an lm_embedding scaling study (tokens/s, bytes per token, LM sharding types), not a DLRM one: "
+                   "read it with lm_scaling_study_from_json");
   ScalingStudy st;
   st.workload = get(j, "", "workload", V::string).get<std::string>();
   st.hardware = get(j, "", "hardware", V::string).get<std::string>();

@@ -158,7 +158,7 @@ TEST(Lm59Scaling, ATypeThatDoesNotFitIsRefusedWithItsTerms) {
   EXPECT_EQ(es::lm_gpu_memory_refusal(spec, 0, "x"), "");  // no device size: never refused
 }
 
-TEST(Lm59Scaling, TheDlrmStudyReaderSaysItCannotDrawAnLmStudy) {
+TEST(Lm59Scaling, TheDlrmStudyReaderNamesTheLmReader) {
   es::LmScalingStudy st{"vp4", "h100_sxm", 8, 2, 32, 3, {}};
   const json j = es::to_json(st);
   EXPECT_EQ(j.begin().key(), "batch_size_per_gpu");  // recognised as a study file (workload/json_kind.h)
@@ -167,7 +167,7 @@ TEST(Lm59Scaling, TheDlrmStudyReaderSaysItCannotDrawAnLmStudy) {
     FAIL() << "read an lm_embedding study as a DLRM one";
   } catch (const es::SpecError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("lm.json: /model: an lm_embedding scaling study", 0), 0u) << e.what();
-    EXPECT_NE(std::string(e.what()).find("the workbench's scaling page draws DLRM studies only"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("not a DLRM one: read it with lm_scaling_study_from_json"), std::string::npos);
   }
 }
 

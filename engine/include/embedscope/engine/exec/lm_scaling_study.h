@@ -124,4 +124,15 @@ struct LmScalingStudy {
 /// "memory_bytes_per_gpu", "session"?}]}.
 nlohmann::json to_json(const LmScalingStudy& study);
 
+/// The inverse of to_json(const LmScalingStudy&): every key it writes is read back
+/// ("efficiency_baseline" and "tokens_per_s_per_gpu", which follow from the points, are not;
+/// "session" and "write_failed" are optional). Times in ns, bytes in bytes, shares in [0, 1].
+/// Throws SpecError "<origin>: <JSON pointer>: <reason>" for a missing or mistyped key, a
+/// "model" other than "lm_embedding", a sharding type that is not an LM one (vocab_parallel,
+/// data_parallel, row_wise), or gpus outside [1, kMaxSimulatedRanks].
+LmScalingStudy lm_scaling_study_from_json(const nlohmann::json& j, const std::string& origin);
+
+/// Whether `j` (a study file's JSON) is an lm_embedding study: "model": "lm_embedding".
+bool is_lm_scaling_study(const nlohmann::json& j);
+
 }  // namespace embedscope::engine

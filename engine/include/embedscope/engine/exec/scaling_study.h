@@ -157,7 +157,7 @@ nlohmann::json to_json(const ScalingStudy& study);
 /// The inverse of to_json. Throws SpecError "<origin>: <JSON pointer>: <reason>" for a missing
 /// or mistyped key, an unknown sharding type, or a point with gpus outside [1, kMaxSimulatedRanks];
 /// for an lm_embedding study ("model": "lm_embedding", exec/lm_scaling_study.h) "<origin>: /model:
-/// an lm_embedding scaling study ...: the workbench's scaling page draws DLRM studies only".
+/// an lm_embedding scaling study ..., not a DLRM one: read it with lm_scaling_study_from_json".
 ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string& origin);
 
 }  // namespace embedscope::engine
