@@ -77,7 +77,7 @@ TEST(Ux43RebalanceMessages, AGainWithinTheStepNoiseIsNotCalledWorthIt) {
   EXPECT_TRUE(p["step_noise"]["gain_within_noise"].get<bool>());
   r = ux43_rb_cli("rebalance " + db.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("verdict      within the step's noise: the load balances (column-weighted ids max/mean 3.56 -> 1.04), but about "
+  EXPECT_NE(r.out.find("verdict      within the step's noise: the load balances (ids max/mean 3.56 -> 1.04), but about "
                        "0.01 ms a step is within the noise of a 200.00 ms step; run the new plan and compare the two "
                        "sessions before adopting it (--plan-out FILE writes it)"),
             std::string::npos)
@@ -185,7 +185,7 @@ TEST(Fixd47RebalanceWindow, TooFewStepsForTheNoiseRuleIsNeverWorthIt) {
                          "or more)\n"),
               std::string::npos)
         << r.out;
-    EXPECT_NE(r.out.find("verdict      gain not checked against noise: the load balances (column-weighted ids max/mean 3.56 -> 1.04)"),
+    EXPECT_NE(r.out.find("verdict      gain not checked against noise: the load balances (ids max/mean 3.56 -> 1.04)"),
               std::string::npos)
         << r.out;
     EXPECT_EQ(r.out.find("verdict      worth it"), std::string::npos) << r.out;
