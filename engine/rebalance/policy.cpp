@@ -3,6 +3,7 @@
 #include "embedscope/engine/rebalance/policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <stdexcept>
@@ -490,12 +491,13 @@ State best_of_searches(const State& start) {
 }  // namespace
 
 Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const ObservedLoad& load,
-                 int64_t max_bytes_per_move, double noise) {
+                 int64_t max_bytes_per_move, double noise, MoveMemory memory) {
   const std::vector<int64_t> before = load_per_rank(current, load);
   State start{spec,   load, max_bytes_per_move, current, before, {}, {}, 0, std::vector<char>(current.tables.size(), 0),
               nullptr, {},   {},                 nullptr, false};
   for (const TablePlan& tp : current.tables) start.origin.push_back(tp.shards.empty() ? -1 : tp.shards[0].rank);
-  start.current = &current;
+  // a plan for a fresh run never holds its old and new shards together: no transient check (tester60b F8)
+  start.current = memory == MoveMemory::live ? &current : nullptr;
   start.current_bytes.assign(static_cast<size_t>(current.world_size), 0);
   start.shares = std::make_shared<const detail::SlotShares>(spec, detail::Layout(spec, current));
   for (const DeviceMemoryEstimate& e : detail::estimate_memory(spec, current, *start.shares))
@@ -577,6 +579,31 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
   return p;
 }
 
+std::vector<int64_t> window_rank_load(const std::vector<std::vector<int64_t>>& per_step_rank, bool median) {
+  std::vector<int64_t> out;
+  if (per_step_rank.empty()) return out;
+  const size_t W = per_step_rank.front().size();
+  for (size_t s = 0; s < per_step_rank.size(); ++s)
+    if (per_step_rank[s].size() != W)
+      throw std::invalid_argument(fmt::format("rebalance: a window's step {} has {} ranks, not {}", s, per_step_rank[s].size(), W));
+  out.assign(W, 0);
+  const auto n = static_cast<int64_t>(per_step_rank.size());
+  for (size_t r = 0; r < W; ++r) {
+    std::vector<int64_t> v;
+    for (const auto& row : per_step_rank) v.push_back(row[r]);
+    if (!median || n < 3) {
+      for (int64_t x : v) out[r] += x;
+      continue;
+    }
+    std::sort(v.begin(), v.end());
+    const double mid = n % 2 == 1 ? static_cast<double>(v[static_cast<size_t>(n / 2)])
+                                  : (static_cast<double>(v[static_cast<size_t>(n / 2 - 1)]) +
+                                     static_cast<double>(v[static_cast<size_t>(n / 2)])) / 2.0;
+    out[r] = std::llround(mid * static_cast<double>(n));
+  }
+  return out;
+}
+
 std::optional<std::string> should_rebalance(const RebalanceSpec& policy, int64_t step, int64_t last_rebalance,
                                             const std::vector<std::vector<int64_t>>& ids_per_step_rank) {
   if (!policy.enabled()) return std::nullopt;
@@ -589,16 +616,12 @@ std::optional<std::string> should_rebalance(const RebalanceSpec& policy, int64_t
   }
   if (step - last_rebalance < policy.window) return std::nullopt;  // a window of steps since the last move
   const int64_t first = step - policy.window + 1;
-  std::vector<int64_t> sum;
-  for (int64_t s = first; s <= step; ++s) {
-    const auto& row = ids_per_step_rank[static_cast<size_t>(s)];
-    if (sum.empty()) sum.assign(row.size(), 0);
-    if (row.size() != sum.size()) throw std::invalid_argument(fmt::format("rebalance: step {} has {} ranks, not {}", s, row.size(), sum.size()));
-    for (size_t r = 0; r < row.size(); ++r) sum[r] += row[r];
-  }
-  const double x = imbalance(sum);
+  const std::vector<std::vector<int64_t>> window(ids_per_step_rank.begin() + first, ids_per_step_rank.begin() + step + 1);
+  const bool robust = policy.balance == RebalanceBalance::lookup_time;
+  const double x = imbalance(window_rank_load(window, robust));
   if (!(x > policy.imbalance_above)) return std::nullopt;
-  return fmt::format("imbalance {:.2f} > {:.2f} over steps {}..{}", x, policy.imbalance_above, first, step);
+  return fmt::format("imbalance {:.2f} > {:.2f} over steps {}..{}{}", x, policy.imbalance_above, first, step,
+                     robust ? " (each rank's median step)" : "");
 }
 
 }  // namespace embedscope::engine::rebalance

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "embedscope/engine/kernels/kernels.h"
+#include "embedscope/engine/rebalance/policy.h"
 #include "embedscope/engine/rebalance/type_change.h"
 #include "embedscope/engine/workload/enums.h"
 
@@ -189,7 +190,8 @@ std::vector<MoveBytes> move_transient_bytes(const WorkloadSpec& spec, const Shar
 }
 
 std::vector<sessions::RebalanceRecord> merge_rebalances(const std::vector<std::vector<sessions::RebalanceRecord>>& per_rank,
-                                                        const std::vector<std::vector<int64_t>>& ids_per_rank_step) {
+                                                        const std::vector<std::vector<int64_t>>& ids_per_rank_step,
+                                                        bool median) {
   if (per_rank.empty()) return {};
   std::vector<sessions::RebalanceRecord> out = per_rank.front();
   for (const auto& recs : per_rank) {
@@ -206,10 +208,15 @@ std::vector<sessions::RebalanceRecord> merge_rebalances(const std::vector<std::v
     const int64_t first = out[i].step + 1;
     int64_t last = std::min(out[i].step + out[i].window_steps, steps - 1);
     if (i + 1 < out.size()) last = std::min(last, out[i + 1].step);
-    std::vector<int64_t> per(ids_per_rank_step.size(), 0);
-    for (size_t r = 0; r < ids_per_rank_step.size(); ++r)
-      for (int64_t s = first; s <= last && s < static_cast<int64_t>(ids_per_rank_step[r].size()); ++s)
-        per[r] += ids_per_rank_step[r][static_cast<size_t>(s)];
+    std::vector<std::vector<int64_t>> window;  // [step][rank]
+    for (int64_t s = first; s <= last; ++s) {
+      std::vector<int64_t> row(ids_per_rank_step.size(), 0);
+      for (size_t r = 0; r < ids_per_rank_step.size(); ++r)
+        if (s < static_cast<int64_t>(ids_per_rank_step[r].size())) row[r] = ids_per_rank_step[r][static_cast<size_t>(s)];
+      window.push_back(std::move(row));
+    }
+    const std::vector<int64_t> per =
+        window.empty() ? std::vector<int64_t>(ids_per_rank_step.size(), 0) : window_rank_load(window, median);
     out[i].after_steps = std::max<int64_t>(0, last - first + 1);
     out[i].imbalance_after = out[i].after_steps > 0 ? imbalance(per) : -1.0;
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <iterator>
 
 #include "embedscope/sessions/model/units.h"
 #include "embedscope/sessions/store/session.h"
@@ -25,12 +26,24 @@ std::vector<RebalanceEffect> rebalance_effects(const std::vector<RebalanceRecord
     for (auto it = step_ns.lower_bound(first); it != step_ns.end() && it->first <= last; ++it) v.push_back(it->second);
     return v;
   };
+  // the steps each plan ran: from the step after one rebalance to the step of the next
+  std::vector<int64_t> at;
+  for (const RebalanceRecord& r : rebalances) at.push_back(r.step);
+  std::sort(at.begin(), at.end());
+  const int64_t last_step = step_ns.empty() ? -1 : step_ns.rbegin()->first;
   std::vector<RebalanceEffect> out;
   for (const RebalanceRecord& r : rebalances) {
     RebalanceEffect e;
     e.rebalance = r;
-    e.step_p50_before_ns = median_ns(between(r.step - r.window_steps + 1, r.step));
-    e.step_p50_after_ns = r.after_steps > 0 ? median_ns(between(r.step + 1, r.step + r.after_steps)) : -1;
+    const auto it = std::lower_bound(at.begin(), at.end(), r.step);  // this one (the first of equal steps)
+    e.before_first = it == at.begin() ? 0 : *std::prev(it) + 1;
+    e.before_last = r.step;
+    const auto next = std::upper_bound(at.begin(), at.end(), r.step);
+    e.after_first = r.step + 1;
+    e.after_last = next == at.end() ? last_step : *next;
+    e.step_p50_before_ns = median_ns(between(e.before_first, e.before_last));
+    // a record with no step after it (after_steps 0: the run ended there) has no median after
+    e.step_p50_after_ns = r.after_steps > 0 ? median_ns(between(e.after_first, e.after_last)) : -1;
     // only a move that happened can pay for itself: after a firing that moved nothing the same
     // plan ran before and after, and a faster median is noise
     const bool moved = r.moves > 0 && r.outcome == "complete";

@@ -351,6 +351,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
       auto ns_or_null = [](int64_t ns) { return ns < 0 ? json() : json(ns); };
       o["step_p50_before_ns"] = ns_or_null(e.step_p50_before_ns);
       o["step_p50_after_ns"] = ns_or_null(e.step_p50_after_ns);
+      o["step_steps_before"] = {e.before_first, e.before_last};  // the steps of each median (tester60b F1)
+      o["step_steps_after"] = {e.after_first, e.after_last};
       o["amortised_after_steps"] = e.amortised_after_steps < 0 ? json() : json(e.amortised_after_steps);
       o["step_slower_after"] = !ss::rebalance_slowdown_text(e).empty();  // tester42 F8
       j["rebalances"].push_back(std::move(o));

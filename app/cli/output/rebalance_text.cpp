@@ -14,7 +14,9 @@ namespace ss = embedscope::sessions;
 using nlohmann::json;
 
 std::string rebalance_line(const ss::RebalanceRecord& r, bool lookup_time) {
-  const char* unit = lookup_time ? "lookup ns" : "ids";
+  // lookup_time: the robust measure (each shard's or rank's median step x the steps) - before,
+  // predicted, observed and the trigger all on it (tester60b F6), named so
+  const char* unit = lookup_time ? "lookup ns (median step)" : "ids";
   const std::string head = fmt::format("rebalance after step {}: ", r.step);
   const std::string took = fmt::format("{}; {}", ms(r.duration_ns), r.reason);
   if (r.outcome != "complete") return head + r.outcome + fmt::format(" ({})", took);
@@ -104,7 +106,10 @@ json rebalance_json(const ss::RebalanceRecord& r) {
 std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, const std::vector<ss::PlanChangeRecord>& changes) {
   if (effects.empty()) return "";
   auto t = [](int64_t ns) { return ns < 0 ? std::string("-") : ms(ns); };
-  std::string out = "live rebalances (max/mean of the balanced load - ids, or lookup ns with balance lookup_time - before, predicted, observed after; median step time before -> after)\n";
+  std::string out = "live rebalances (max/mean of the balanced load - ids, or lookup ns with balance lookup_time, each "
+                    "shard's or rank's median step x the steps - before, predicted, observed after; median step time "
+                    "(nearest-rank p50) over every step the plan before the move ran -> every step after it, to the next "
+                    "rebalance or the run's end)\n";
   out += fmt::format("  {:>5} {:>6} {:>10} {:>7} {:>9} {:>7} {:>11} {:>11} {:>11} {:>10}  {}\n", "step", "moves", "bytes",
                      "before", "predicted", "after", "step before", "step after", "time spent", "amortised", "reason");
   for (const auto& e : effects) {
@@ -117,6 +122,10 @@ std::string rebalances_text(const std::vector<ss::RebalanceEffect>& effects, con
                        : ss::rebalance_slowdown_text(e).empty() ? std::string("-")
                                                                 : std::string("never"),
                        r.reason);
+    // the steps the medians are over (tester60b F1: not the policy's window)
+    auto range = [](int64_t a, int64_t b) { return b < a ? std::string("none") : fmt::format("{}..{}", a, b); };
+    out += fmt::format("        step times over steps {} before, {} after\n", range(e.before_first, e.before_last),
+                       range(e.after_first, e.after_last));
     // a move that made the step slower cannot be amortised: say so rather than "-" (tester42 F8)
     if (const std::string slower = ss::rebalance_slowdown_text(e); !slower.empty()) out += "        " + slower + "\n";
     for (const auto& m : ss::refused_moves(r.refused)) out += "        refused: " + m.reason + "\n";

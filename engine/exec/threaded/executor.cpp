@@ -296,7 +296,8 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     }
     // one rank per process: the imbalance after each rebalance over every rank's load, gathered at the end
     if (!ranks_.front()->world_ids_per_step.empty()) ids = ranks_.front()->world_ids_per_step;
-    result.rebalances = rebalance::merge_rebalances(per_rank, ids);
+    result.rebalances =
+        rebalance::merge_rebalances(per_rank, ids, spec.rebalance.balance == RebalanceBalance::lookup_time);
     result.plan_changes = ranks_.front()->plan_changes;
     // a move the run ended in: recorded as failed with how far each rank got; its shards are
     // not reported (no plan_changes, the plan before it is the final one)

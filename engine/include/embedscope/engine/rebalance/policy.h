@@ -133,6 +133,12 @@ struct RefusedMove {
   std::string cause;
 };
 
+/// Which memory a proposal's moves must fit (propose's `memory`).
+enum class MoveMemory {
+  live,       ///< a move made mid-run: the estimate after it and the memory held during it
+  fresh_run,  ///< a plan a new run starts with (`run --plan`): the estimate after it alone
+};
+
 /// A proposed plan with its predicted gain and its cost.
 struct Proposal {
   ShardingPlan plan;                   ///< the new plan (the current one when moves is empty)
@@ -264,8 +270,21 @@ int64_t noise_allowance(const std::vector<int64_t>& load_before, double noise);
 /// {700,100,100,100} (imbalance 2.8). LPT reaches {400,300,150,150} with 5 moves, descent
 /// {400,400,100,100} with one (t1 to rank 1); both have the maximum 400 (imbalance 1.6), and
 /// descent moves fewer bytes, so the proposal is the one move.
+/// `memory` says which memory the moves must fit: MoveMemory::live (the live policy) checks every
+/// device's estimate after the move and the memory a rank holds during it (move_transient_bytes:
+/// old and new shards and both all-to-all buffers, refused with cause "memory during the move");
+/// MoveMemory::fresh_run (`embedscope rebalance --plan-out`: a plan that `run --plan` starts
+/// fresh, never holding old and new shards together) checks the estimate alone.
 Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const ObservedLoad& load,
-                 int64_t max_bytes_per_move, double noise = 0);
+                 int64_t max_bytes_per_move, double noise = 0, MoveMemory memory = MoveMemory::live);
+
+/// The load per rank of a window (`per_step_rank[s][r]`: rank r's load in the window's step s):
+/// the sum over the steps, or with `median` (balance lookup_time: a measured load) each rank's
+/// median step x the steps - the median of an odd count its middle value, of an even count the
+/// mean of the middle two (noise.h median_of), rounded to the nearest unit; with 1-2 steps the sum
+/// (as median_window_load). Example: steps {513, 69, 72} of one rank -> 72 x 3 = 216 (sum 654).
+/// Throws std::invalid_argument when the rows differ in length.
+std::vector<int64_t> window_rank_load(const std::vector<std::vector<int64_t>>& per_step_rank, bool median);
 
 /// Whether the policy asks for a rebalance after measured step `step` (0-based), and why.
 /// `ids_per_step_rank[s][r]` are the ids rank r looked up in step s, for steps 0..step (at least
@@ -274,7 +293,12 @@ Proposal propose(const WorkloadSpec& spec, const ShardingPlan& current, const Ob
 ///  - every: after steps every-1, 2*every-1, ...: "every N steps";
 ///  - when: if at least `window` steps ran since the last rebalance and the imbalance of the
 ///    ids summed over the steps step-window+1..step exceeds imbalance_above:
-///    "imbalance 2.80 > 1.50 over steps 3..4".
+///    "imbalance 2.80 > 1.50 over steps 3..4". With balance lookup_time the load is measured, and
+///    each rank's is its median step over the window (noise.h median_of: the mean of the middle
+///    two for an even count; with 1-2 steps the mean) x the window's steps, the robust statistic
+///    the proposal balances, so one slow step does not fire the policy (tester60b F6: steps 513,
+///    69, 72 us of the straggler summed to 1.90 > 1.50 and fired a proposal that found 1.17):
+///    "imbalance 1.15 > 1.10 over steps 3..5 (each rank's median step)".
 /// nullopt when off or when nothing fires. Throws std::invalid_argument if fewer rows are given.
 std::optional<std::string> should_rebalance(const RebalanceSpec& policy, int64_t step, int64_t last_rebalance,
                                             const std::vector<std::vector<int64_t>>& ids_per_step_rank);

@@ -14,11 +14,19 @@ class SessionReader;
 
 /// One rebalance with the median step time of the steps before and after it. A step's time is
 /// the slowest rank's (end_ns - start_ns over the ranks' `steps` rows, as RunResult's), so the
-/// move itself, which runs between steps, is in neither; it is duration_ns.
+/// move itself, which runs between steps, is in neither; it is duration_ns. The steps are every
+/// measured step the plan before the move ran (from the step after the previous rebalance, or
+/// step 0) and every one the plan after it ran (to the step of the next rebalance, or the run's
+/// last measured step) - not the policy's window, whose few steps after a move can be the run's
+/// slowest (tester60b F1: 2 steps after read 93.99 ms and "got slower" where the 8 that followed
+/// had a median of 36.59 ms). The median is the nearest-rank p50 of `stats`' step time
+/// (docs/output.md): the lower of the two middle values of an even count.
 struct RebalanceEffect {
   RebalanceRecord rebalance;
-  int64_t step_p50_before_ns = -1;  ///< median over steps step-window_steps+1..step; -1 none
-  int64_t step_p50_after_ns = -1;   ///< median over steps step+1..step+after_steps; -1 none
+  int64_t step_p50_before_ns = -1;  ///< median over steps before_first..before_last; -1 none
+  int64_t step_p50_after_ns = -1;   ///< median over steps after_first..after_last; -1 none
+  int64_t before_first = 0, before_last = -1;  ///< the measured steps before it (none: last < first)
+  int64_t after_first = 0, after_last = -1;    ///< the measured steps after it (none: last < first)
   /// duration_ns / (before - after): the steps until the move paid for itself; -1 when the
   /// steps did not get faster, either median is missing, or nothing moved (moves 0: no gain,
   /// or every move refused; or a move that failed) - then the steps before and after ran the
@@ -46,8 +54,8 @@ std::vector<RefusedMoveText> refused_moves(const std::string& refused);
 int64_t median_ns(std::vector<int64_t> v);
 
 /// The effects of the given rebalances over `steps` (any order; warm-up steps, step < 0, ignored).
-/// Example: steps 0..3 of 10, 10, 4, 6 ns (one rank), a rebalance after step 1 with window 2,
-/// after_steps 2, duration 12, moves 1: before 10, after 4, amortised after 12 / 6 = 2 steps
+/// Example: steps 0..3 of 10, 10, 4, 6 ns (one rank), a rebalance after step 1, duration 12,
+/// moves 1: before steps 0..1 (10), after steps 2..3 (4), amortised after 12 / 6 = 2 steps
 /// (moves 0: the same medians, amortised -1).
 std::vector<RebalanceEffect> rebalance_effects(const std::vector<RebalanceRecord>& rebalances,
                                                const std::vector<StepMetric>& steps);
