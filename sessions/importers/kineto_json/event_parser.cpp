@@ -81,7 +81,8 @@ enum class Key : uint8_t {
   es_category, es_name, es_collective,  // what `embedscope export --format kineto` adds (kineto_export.h)
   es_step, step,  // the op's step: "embedscope step" (kineto export), "step" (chrome export, export.h)
   es_sequence, sequence,  // a comm op's collective sequence: "embedscope sequence" (kineto), "sequence" (chrome)
-  labels, es_device_memory  // process_labels' args (chrome export): "labels", "embedscope device memory"
+  labels, es_device_memory,  // process_labels' args (chrome export): "labels", "embedscope device memory"
+  es_lane_kind  // thread_name's "embedscope lane kind" (chrome export: an Embedscope run's stream)
 };
 
 /// Which of the event's own keys `k` is (one length switch, then at most two compares).
@@ -102,6 +103,7 @@ Key args_key(std::string_view k) {
     case 5: return k == "bytes" ? Key::bytes : k == "dtype" ? Key::dtype : Key::other;
     case 6: return k == "stream" ? Key::stream : k == "labels" ? Key::labels : Key::other;
     case 24: return k == "embedscope device memory" ? Key::es_device_memory : Key::other;
+    case 20: return k == "embedscope lane kind" ? Key::es_lane_kind : Key::other;
     case 10: return k == "Group size" ? Key::group_size : Key::other;
     case 11: return k == "correlation" ? Key::correlation : Key::other;
     case 13: return k == "In msg nelems" ? Key::in_nelems : k == "In split size" ? Key::in_split : Key::other;
@@ -140,6 +142,7 @@ struct EmbedscopeArgs {
   int64_t step = kNoArgStep;  ///< "embedscope step", else "step"
   uint64_t sequence = 0;      ///< "embedscope sequence", else "sequence" (0: none)
   std::string_view labels;    ///< process_labels' "labels"
+  std::string_view lane_kind; ///< thread_name's "embedscope lane kind"
   int64_t device_memory = 0;  ///< process_labels' "embedscope device memory" (bytes)
 };
 
@@ -385,6 +388,7 @@ void Parser::args(od::value v, int64_t& stream, bool& has_stream, uint64_t& corr
         if (es.step == kNoArgStep) es.step = int_or(av, kNoArgStep);
         break;
       case Key::labels: es.labels = scalar_text(av); break;
+      case Key::es_lane_kind: es.lane_kind = scalar_text(av); break;
       case Key::es_device_memory: es.device_memory = std::max<int64_t>(0, int_or(av, 0)); break;
       default: break;
     }
@@ -435,7 +439,10 @@ void Parser::event(const Span& sp) {
   }
   const char p = ph.size() == 1 ? ph[0] : '?';
   if (p == 'M') {
-    if (name == "thread_name") tr.thread_names[std::string(pid_copy) + "/" + std::string(tid_copy)] = std::string(arg_name_copy);
+    if (name == "thread_name") {
+      tr.thread_names[std::string(pid_copy) + "/" + std::string(tid_copy)] = std::string(arg_name_copy);
+      if (es.lane_kind == "stream") tr.streams_as_threads.push_back(std::string(arg_name_copy));
+    }
     else if (name == "process_name") tr.process_names[std::string(pid_copy)] = std::string(arg_name_copy);
     else if (name == "process_labels")
       tr.process_labels[std::string(pid_copy)] = {std::string(es.labels), es.device_memory};

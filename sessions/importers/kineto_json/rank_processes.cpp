@@ -123,6 +123,14 @@ std::vector<RankTrace> split_rank_processes(RankTrace&& tr, ImportProblems& prob
                fmt::format("{} has no distributedInfo.rank and {} process{} named 'rank N' (as `embedscope export "
                            "--format chrome` writes them): imported as rank{} {}",
                            tr.file, ranks.size(), ranks.size() == 1 ? "" : "es", ranks.size() == 1 ? "" : "s", list));
+  if (!tr.streams_as_threads.empty())  // not carried: an Embedscope run's streams
+    problems.add("streams_as_threads", Severity::info, {tr.file, -1},
+                 fmt::format("{} has {} GPU stream lane(s) of an Embedscope run written as threads (first: {}): they "
+                             "come back as host threads, so overlap and exposed communication are thread level and "
+                             "there is no GPU kernels block; `embedscope export --format kineto` carries them as "
+                             "streams",
+                             tr.file, tr.streams_as_threads.size(), tr.streams_as_threads.front()),
+                 static_cast<int64_t>(tr.streams_as_threads.size()));
   if (tr.sync_on_thread)  // not carried: a cuda run's sync lane (kind sync) comes back as a thread
     problems.add("sync_lane_as_thread", Severity::info, {tr.file, -1},
                  fmt::format("{} has {} cuda_sync event(s) without args.stream (a cuda run's synchronization lane, "

@@ -160,6 +160,9 @@ struct RankTrace {
   /// The rank's events of cat cuda_sync without args.stream (a cuda run's synchronization lane in
   /// an Embedscope Chrome export): kept on their thread's lane.
   int64_t sync_on_thread = 0;
+  /// Names of the lanes an Embedscope Chrome export marks as GPU streams written as threads (an
+  /// Embedscope run's: thread_name args "embedscope lane kind": "stream"), in file order.
+  std::vector<std::string> streams_as_threads;
   std::vector<Event> events;
   std::vector<CommParams> comm_params;
   std::vector<Step> steps;
