@@ -266,3 +266,37 @@ TEST(Imp60Strict, DataLossExitsThreeWithStrictAfterWritingTheSession) {
   const auto r = i60_cli("import " + (dir / "clean").string() + " -o " + (dir / "c.db").string() + " --strict");
   EXPECT_EQ(r.code, 0) << r.err;
 }
+
+// An Embedscope run's streams (a simulated run's compute and comm lanes) are written as threads
+// named as they were, and their import says they came back as threads (their comm ops carry
+// collective sequences, not launches): one streams_as_threads problem naming the first lane.
+TEST(Imp60ChromeRoundTrip, ARunsStreamsComeBackAsThreadsAndTheImportSaysSo) {
+  const fs::path dir = i60_scratch() / "sim";
+  fs::create_directories(dir);
+  const fs::path run = dir / "sim.db", chrome = dir / "sim.json", back = dir / "back.db";
+  auto r = i60_cli("run --preset tiny --devices 2 --steps 2 --simulate h100_sxm -o " + run.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = i60_cli("export " + run.string() + " --format chrome -o " + chrome.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(chrome);
+  const json t = json::parse(in);
+  int marked = 0;
+  for (const json& e : t["traceEvents"]) {
+    if (e["ph"] == "X") EXPECT_NE(e.value("cat", ""), "kernel") << e.dump();  // no GPU event written
+    if (e["name"] == "thread_name" && e["args"].value("embedscope lane kind", "") == "stream") ++marked;
+  }
+  const embedscope::sessions::SessionReader sim(run.string());
+  int streams = 0;
+  std::string first;
+  for (const auto& l : sim.lanes())
+    if (l.kind == "stream" && streams++ == 0) first = l.name;
+  ASSERT_GT(streams, 0);
+  EXPECT_EQ(marked, streams);
+  const auto sum = i60t::import_into({chrome.string()}, "imp60_sim_back.db");
+  const auto* p = i60t::problem(sum.problems, "streams_as_threads");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->count, streams);
+  EXPECT_NE(p->example.find("(first: " + first + ")"), std::string::npos) << p->example;
+  const embedscope::sessions::SessionReader b(i60t::scratch_db("imp60_sim_back.db"));
+  for (const auto& l : b.lanes()) EXPECT_EQ(l.kind, "thread") << l.name;
+}
