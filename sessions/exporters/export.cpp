@@ -30,7 +30,42 @@ std::string ns_to_us(int64_t ns) {
 namespace {
 constexpr auto kReplace = nlohmann::json::error_handler_t::replace;  // names may not be UTF-8
 std::string quoted(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, kReplace); }
+
+/// The integer after `prefix` in `s` ("stream 7 (cuda:0 X)", "stream ") -> 7; -1 if none.
+int64_t number_after(const std::string& s, const std::string& prefix) {
+  const size_t at = s.find(prefix);
+  if (at == std::string::npos) return -1;
+  size_t i = at + prefix.size(), digits = 0;
+  int64_t n = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9' && digits < 9) n = n * 10 + (s[i++] - '0'), ++digits;
+  return digits ? n : -1;
+}
 }  // namespace
+
+std::map<std::pair<int32_t, int32_t>, ChromeStreamId> chrome_stream_ids(const SessionReader& session) {
+  std::map<int32_t, std::string> device_of;
+  for (const auto& r : session.ranks()) device_of[r.rank] = r.device;
+  std::map<std::pair<int32_t, int32_t>, ChromeStreamId> out;
+  std::map<int32_t, std::set<int64_t>> taken;  // each rank's stream numbers so far
+  for (const auto& l : session.lanes()) {
+    if (l.kind != "stream") continue;
+    ChromeStreamId id;
+    id.stream = l.name.rfind("stream ", 0) == 0 ? number_after(l.name, "stream ") : -1;
+    if (id.stream < 0) id.stream = l.lane + 1;  // > 0, as the Kineto export numbers them
+    while (!taken[l.rank].insert(id.stream).second) ++id.stream;
+    id.device = number_after(l.name, "cuda:");
+    if (id.device < 0) id.device = number_after(device_of[l.rank], "cuda:");
+    if (id.device < 0) id.device = 0;
+    out[{l.rank, l.lane}] = id;
+  }
+  return out;
+}
+
+std::string chrome_gpu_cat(OpCategory category, const std::string& name) {
+  if (category != OpCategory::memcpy) return "kernel";
+  const bool memset = name.rfind("Memset", 0) == 0 || name.rfind("memset", 0) == 0;
+  return memset ? "gpu_memset" : "gpu_memcpy";
+}
 
 void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   // "embedscope": the run's pipeline, planned steps and end in flat keys, as the Kineto export has
@@ -46,7 +81,17 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     first = false;
   };
   const bool simulated = session.meta(meta::kSimulated, "0") == "1";
+  const bool imported = session.meta(meta::kImported, "0") == "1";
   std::map<int32_t, bool> seen_rank;
+  // each rank's GPU device as the session names it ("NVIDIA H100 (cuda:0)"), and its memory
+  std::map<int32_t, RankInfo> rank_info;
+  for (auto& r : session.ranks()) rank_info[r.rank] = std::move(r);
+  // An imported trace's GPU stream lanes (kind `stream`): each op as Kineto writes a GPU event
+  // (chrome_stream_ids), with its launch's correlation. An Embedscope run's streams stay threads
+  // named as streams: their comm ops carry their collective's sequence, which a re-import's
+  // kernel figures would read as launches that are not there (export.h).
+  const std::map<std::pair<int32_t, int32_t>, ChromeStreamId> streams =
+      imported ? chrome_stream_ids(session) : std::map<std::pair<int32_t, int32_t>, ChromeStreamId>{};
   // a cuda run's synchronization waits (lane kind `sync`): Kineto's category for them, cuda_sync,
   // not their op category (other) (tester38)
   std::set<std::pair<int32_t, int32_t>> sync_lanes;
@@ -56,10 +101,17 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
       emit(fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":"rank {}{}"}}}})", l.rank, l.rank,
                        simulated ? " (simulated)" : ""));
       emit(fmt::format(R"({{"ph":"M","pid":{},"name":"process_sort_index","args":{{"sort_index":{}}}}})", l.rank, l.rank));
+      // the rank's GPU (Perfetto shows process labels beside the process's name); `import` reads it
+      // back as the rank's device
+      if (auto ri = rank_info.find(l.rank); ri != rank_info.end() && !ri->second.device.empty())
+        emit(fmt::format(R"({{"ph":"M","pid":{},"name":"process_labels","args":{{"labels":{},"embedscope device memory":{}}}}})",
+                         l.rank, quoted(std::string(ri->second.device)), ri->second.memory_capacity_bytes));
       seen_rank[l.rank] = true;
     }
-    emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", l.rank, l.lane,
-                     quoted(l.name)));
+    // a stream lane written as a thread says so ("embedscope lane kind"): `import` names it
+    const bool stream_as_thread = l.kind == "stream" && !imported;
+    emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}{}}}}})", l.rank, l.lane,
+                     quoted(l.name), stream_as_thread ? R"(,"embedscope lane kind":"stream")" : ""));
   }
   // each name quoted once (a JSON string: escapes, invalid UTF-8 replaced), not once per op
   std::vector<std::string> quoted_name(session.strings().size());
@@ -85,22 +137,31 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   // (Perfetto binds a flow event to the slice of its thread that encloses it)
   std::map<int32_t, std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>>> comm_spans;
   for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {  // one lane at a time (op_stream.h)
+    const auto stream = streams.find({lane.front().rank, lane.front().lane});
     for (const auto& o : lane) {
       if (o.category == OpCategory::comm && o.end_ns > o.start_ns)
         comm_spans[o.rank][o.lane].push_back({o.start_ns, o.end_ns});
+      // a GPU op: Kineto's cat and args (device, stream, correlation) with the session's category;
+      // a host op: its category as cat. An imported trace's correlations are its launches' (as
+      // Kineto's "correlation"), an Embedscope run's a comm op's collective sequence ("sequence").
+      std::string cat = sync_lanes.count({o.rank, o.lane}) ? "cuda_sync" : to_string(o.category);
+      std::string args;
+      if (stream != streams.end()) {
+        cat = chrome_gpu_cat(o.category, session.name(o.name_id));
+        args = fmt::format(R"("device":{},"stream":{},"embedscope category":"{}",)", stream->second.device,
+                           stream->second.stream, to_string(o.category));
+      }
       if (o.start_ns == o.end_ns && marked(o.name_id)) {
-        emit(fmt::format(R"({{"ph":"B","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"args":{{"step":{},"did_not_end":true}}}})",
-                         o.rank, o.lane, quoted(std::string(without_did_not_end(session.name(o.name_id)))),
-                         to_string(o.category), ns_to_us(o.start_ns), o.step));
+        emit(fmt::format(R"({{"ph":"B","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"args":{{{}"step":{},"did_not_end":true}}}})",
+                         o.rank, o.lane, quoted(std::string(without_did_not_end(session.name(o.name_id)))), cat,
+                         ns_to_us(o.start_ns), args, o.step));
         continue;
       }
-      std::string args = fmt::format(R"("step":{})", o.step);
+      args += fmt::format(R"("step":{})", o.step);
       if (o.bytes) args += fmt::format(R"(,"bytes":{})", o.bytes);
-      if (o.correlation) args += fmt::format(R"(,"sequence":{})", o.correlation);
+      if (o.correlation) args += fmt::format(R"(,"{}":{})", imported ? "correlation" : "sequence", o.correlation);
       emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"dur":{},"args":{{{}}}}})", o.rank,
-                       o.lane, name_of(o.name_id),
-                       sync_lanes.count({o.rank, o.lane}) ? "cuda_sync" : to_string(o.category), ns_to_us(o.start_ns),
-                       ns_to_us(o.end_ns - o.start_ns), args));
+                       o.lane, name_of(o.name_id), cat, ns_to_us(o.start_ns), ns_to_us(o.end_ns - o.start_ns), args));
     }
   });
   // each rank's steps as Kineto writes them, `ProfilerStep#N` spans (cat user_annotation), on a
@@ -126,7 +187,6 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   // counters at the start of each step
   // An imported trace has neither a loss nor the memory a run's steps record, and a simulation
   // trains nothing: no such counters, which Perfetto would draw as measured zeros (tester37 #13).
-  const bool imported = session.meta(meta::kImported, "0") == "1";
   std::map<std::pair<int64_t, int32_t>, int64_t> step_start;
   for (const auto& s : session.steps()) {
     step_start[{s.step, s.rank}] = s.start_ns;

@@ -79,11 +79,12 @@ bool is_memory_snapshot_file(const std::string& path);
 std::unique_ptr<sessions::SessionReader> open_for_stats(const std::string& file, std::string_view command = "stats");
 /// Imports the snapshot files (one: every device a rank; several, one per process: ranks 0..N-1
 /// in this order, torch_snapshot::import_torch_memory_snapshots) into the session `out` ("":
-/// the first file's name with .db) and prints a summary (or JSON). Returns 0; bad input throws
-/// SessionError (PickleError, SnapshotError).
+/// the first file's name with .db) and prints a summary (or JSON). Returns the import problems
+/// recorded (`import --strict` exits 3 on a data_loss one); bad input throws SessionError
+/// (PickleError, SnapshotError).
 /// `directory_of`: InputFiles::directory_of (a snapshot found in a directory is refused with
 /// directory_rank_hint added).
-int import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json,
+std::vector<sessions::ImportStat> import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json,
                            const std::map<std::string, std::string>& directory_of = {});
 
 }  // namespace embedscope::cli

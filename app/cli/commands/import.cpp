@@ -42,6 +42,7 @@ struct ImportState {
   bool json = false;
   bool overwrite = false;
   bool allow_disjoint = false;
+  bool strict = false;  ///< --strict: exit kStrictDataLossExit after writing when data was lost
 };
 
 // Ranks whose time ranges do not overlap (problem disjoint_time_ranges: traces of different jobs,
@@ -99,6 +100,23 @@ bool read_by_content(const std::string& f) {
   }
 }
 
+/// `import --strict`: the session is written (nothing recorded is lost), then the import exits with
+/// this code when any data_loss import problem was recorded (strict_exit_code).
+constexpr int kStrictDataLossExit = 3;
+
+/// kStrictDataLossExit when `strict` and `problems` hold a data_loss problem (its name and count
+/// said on stderr), else 0. Example: a cut .json.gz (gzip_cut_short, truncated) with --strict -> 3.
+int strict_exit_code(bool strict, const std::vector<ss::ImportStat>& problems) {
+  if (!strict) return 0;
+  std::string lost;
+  for (const auto& p : problems)
+    if (p.severity == "data_loss") lost += fmt::format("{}{} ({})", lost.empty() ? "" : ", ", p.name, p.count);
+  if (lost.empty()) return 0;
+  fmt::print(stderr, "import: --strict: data was lost ({}); the session was written with what was read; exit {}\n",
+             lost, kStrictDataLossExit);
+  return kStrictDataLossExit;
+}
+
 int cmd_import(const ImportState& s) {
   const si::InputFiles selected = si::select_inputs(s.inputs);  // a directory's config.json is left out
   std::vector<std::string> files = selected.files;
@@ -124,7 +142,9 @@ int cmd_import(const ImportState& s) {
     if (auto other = std::find_if_not(files.begin(), files.end(), is_memory_snapshot_file); other != files.end())
       throw si::ImportError(si::mixed_snapshot_inputs_message(
           *other, files.size(), *std::find_if(files.begin(), files.end(), is_memory_snapshot_file)));
-    return import_memory_snapshot(files, s.output, s.overwrite, s.json, selected.directory_of);
+    const std::vector<ss::ImportStat> problems =
+        import_memory_snapshot(files, s.output, s.overwrite, s.json, selected.directory_of);
+    return strict_exit_code(s.strict, problems);
   }
   const si::Importer& importer = si::detect(files.front());
   for (const auto& f : files)
@@ -182,7 +202,7 @@ int cmd_import(const ImportState& s) {
                                                 {"end_message", run.end_message}}
                                          : json()}};
     std::cout << dump(j) << "\n";
-    return 0;
+    return strict_exit_code(s.strict, sum.problems);
   }
   std::cout << fmt::format("imported     {} file(s) as {} ({})\n", sum.files.size(), sum.format,
                            session.meta("import_producer"));
@@ -209,7 +229,8 @@ int cmd_import(const ImportState& s) {
   std::cout << "import problems\n" << import_problems_text(sum.problems);
   const std::string k = gpu_kernels_text(figures, false);
   if (!k.empty()) std::cout << "\n" << k;
-  return 0;
+  std::cout.flush();
+  return strict_exit_code(s.strict, sum.problems);
 }
 
 }  // namespace
@@ -229,6 +250,9 @@ Command add_import_command(CLI::App& app) {
   c->add_flag("--allow-disjoint", s->allow_disjoint,
               "Import ranks whose time ranges do not overlap (refused otherwise: traces of different jobs?) as one session");
   c->add_flag("--json", s->json, "Print what was imported as one JSON object on stdout");
+  c->add_flag("--strict", s->strict,
+              "Exit 3 (after writing the session) when a data_loss import problem was recorded: events, rows or "
+              "files that were read but not imported");
   return {c, [s] {
             try {
               return cmd_import(*s);

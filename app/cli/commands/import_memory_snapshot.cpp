@@ -37,7 +37,7 @@ bool is_memory_snapshot_file(const std::string& path) {
   return ss::pickle::is_pickle(ss::importers::read_head(path, 2));  // gunzipped when gzip
 }
 
-int import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json,
+std::vector<ss::ImportStat> import_memory_snapshot(const std::vector<std::string>& files, const std::string& out, bool overwrite, bool as_json,
                            const std::map<std::string, std::string>& directory_of) {
   const std::string& file = files.front();
   std::string target = out;
@@ -80,7 +80,7 @@ int import_memory_snapshot(const std::vector<std::string>& files, const std::str
                            {"problems", import_problems_json(sum.import_stats)},
                            {"problem_entries", sum.problems}})
               << "\n";
-    return 0;
+    return sum.import_stats;
   }
   int64_t reserved = 0;
   for (const auto& snap : snaps)
@@ -110,7 +110,7 @@ int import_memory_snapshot(const std::vector<std::string>& files, const std::str
     if (sum.problems.size() > 10) std::cout << fmt::format("... and {} more problems\n", sum.problems.size() - 10);
   }
   std::cout << fmt::format("session written: {}\n", target);
-  return 0;
+  return sum.import_stats;
 }
 
 }  // namespace embedscope::cli

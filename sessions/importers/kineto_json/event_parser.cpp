@@ -80,7 +80,9 @@ enum class Key : uint8_t {
   seq, in_split, out_split, group_ranks,  // its args'
   es_category, es_name, es_collective,  // what `embedscope export --format kineto` adds (kineto_export.h)
   es_step, step,  // the op's step: "embedscope step" (kineto export), "step" (chrome export, export.h)
-  es_sequence, sequence  // a comm op's collective sequence: "embedscope sequence" (kineto), "sequence" (chrome)
+  es_sequence, sequence,  // a comm op's collective sequence: "embedscope sequence" (kineto), "sequence" (chrome)
+  labels, es_device_memory,  // process_labels' args (chrome export): "labels", "embedscope device memory"
+  es_lane_kind  // thread_name's "embedscope lane kind" (chrome export: an Embedscope run's stream)
 };
 
 /// Which of the event's own keys `k` is (one length switch, then at most two compares).
@@ -99,7 +101,9 @@ Key args_key(std::string_view k) {
     case 3: return k == "Seq" ? Key::seq : Key::other;
     case 4: return k == "name" ? Key::arg_name : k == "step" ? Key::step : Key::other;
     case 5: return k == "bytes" ? Key::bytes : k == "dtype" ? Key::dtype : Key::other;
-    case 6: return k == "stream" ? Key::stream : Key::other;
+    case 6: return k == "stream" ? Key::stream : k == "labels" ? Key::labels : Key::other;
+    case 24: return k == "embedscope device memory" ? Key::es_device_memory : Key::other;
+    case 20: return k == "embedscope lane kind" ? Key::es_lane_kind : Key::other;
     case 10: return k == "Group size" ? Key::group_size : Key::other;
     case 11: return k == "correlation" ? Key::correlation : Key::other;
     case 13: return k == "In msg nelems" ? Key::in_nelems : k == "In split size" ? Key::in_split : Key::other;
@@ -137,6 +141,9 @@ struct EmbedscopeArgs {
   std::string_view category, name;
   int64_t step = kNoArgStep;  ///< "embedscope step", else "step"
   uint64_t sequence = 0;      ///< "embedscope sequence", else "sequence" (0: none)
+  std::string_view labels;    ///< process_labels' "labels"
+  std::string_view lane_kind; ///< thread_name's "embedscope lane kind"
+  int64_t device_memory = 0;  ///< process_labels' "embedscope device memory" (bytes)
 };
 
 struct Parser {
@@ -173,17 +180,20 @@ struct Parser {
 
   /// The lane of (kind, pid, tid), created on first sight. `kind` is one of the literals
   /// "thread", "stream", "gpu_annotation" (compared by address in the cache of recent lanes).
-  uint32_t lane(const char* kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str) {
+  /// `track_tid`: the event's own "tid" (a stream lane's LaneDesc::track_tid).
+  uint32_t lane(const char* kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str,
+                std::string_view track_tid = {}) {
     for (const RecentLane& r : recent)
       if (r.kind == kind && r.pid == pid && r.tid == tid) return r.index;
     RecentLane& slot = recent[next_recent++ % std::size(recent)];
-    slot.index = lane_slow(kind, pid, tid, pid_str, tid_str);
+    slot.index = lane_slow(kind, pid, tid, pid_str, tid_str, track_tid);
     slot.kind = kind;
     slot.pid.assign(pid);
     slot.tid.assign(tid);
     return slot.index;
   }
-  uint32_t lane_slow(const std::string& kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str) {
+  uint32_t lane_slow(const std::string& kind, std::string_view pid, std::string_view tid, bool pid_str, bool tid_str,
+                     std::string_view track_tid) {
     std::string key = kind;
     key += '\x1f';
     key.append(pid);
@@ -195,6 +205,7 @@ struct Parser {
     d.kind = kind;
     d.pid = std::string(pid);
     d.tid = std::string(tid);
+    d.track_tid = std::string(track_tid);
     int64_t i = 0;
     uint64_t u = 0;
     bool neg = false;
@@ -376,6 +387,9 @@ void Parser::args(od::value v, int64_t& stream, bool& has_stream, uint64_t& corr
       case Key::step:
         if (es.step == kNoArgStep) es.step = int_or(av, kNoArgStep);
         break;
+      case Key::labels: es.labels = scalar_text(av); break;
+      case Key::es_lane_kind: es.lane_kind = scalar_text(av); break;
+      case Key::es_device_memory: es.device_memory = std::max<int64_t>(0, int_or(av, 0)); break;
       default: break;
     }
   }
@@ -425,8 +439,13 @@ void Parser::event(const Span& sp) {
   }
   const char p = ph.size() == 1 ? ph[0] : '?';
   if (p == 'M') {
-    if (name == "thread_name") tr.thread_names[std::string(pid_copy) + "/" + std::string(tid_copy)] = std::string(arg_name_copy);
+    if (name == "thread_name") {
+      tr.thread_names[std::string(pid_copy) + "/" + std::string(tid_copy)] = std::string(arg_name_copy);
+      if (es.lane_kind == "stream") tr.streams_as_threads.push_back(std::string(arg_name_copy));
+    }
     else if (name == "process_name") tr.process_names[std::string(pid_copy)] = std::string(arg_name_copy);
+    else if (name == "process_labels")
+      tr.process_labels[std::string(pid_copy)] = {std::string(es.labels), es.device_memory};
     return;
   }
   if (p == 's' || p == 't' || p == 'f') {
@@ -476,7 +495,8 @@ void Parser::event(const Span& sp) {
   auto stream_text = [&] {
     return std::string_view(stream_buf, static_cast<size_t>(fmt::format_to(stream_buf, "{}", stream) - stream_buf));
   };
-  const uint32_t lane_id = on_stream(kind)                      ? lane("stream", pid, stream_text(), pid_str, false)
+  if (kind == EventKind::cpu && cat == "cuda_sync") ++tr.sync_on_thread;  // a Chrome export's sync lane
+  const uint32_t lane_id = on_stream(kind)                      ? lane("stream", pid, stream_text(), pid_str, false, tid)
                            : kind == EventKind::gpu_annotation ? lane("gpu_annotation", pid, tid, pid_str, tid_str)
                                                                 : lane("thread", pid, tid, pid_str, tid_str);
   int64_t end = ts;

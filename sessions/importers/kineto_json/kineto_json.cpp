@@ -84,6 +84,49 @@ bool check_unrelated_clocks(const std::vector<kineto::RankTrace>& kept, const st
 }
 }  // namespace
 
+namespace {
+/// A trace of an NCCL job (distributedInfo backend nccl, an op named nccl*, or record_param_comms
+/// spans in a trace that names no backend) that holds no GPU event (no kernel, memcpy, memset on a
+/// stream) and was not cut short (the cut says so itself): info problem no_gpu_events naming the
+/// files and the likely cause, the profiler run without its CUDA activity. Its figures are the
+/// host threads' (thread-level overlap, no HTA kernel block), which nothing else says.
+void say_no_gpu_events(const std::vector<kineto::RankTrace>& kept, const Interner& names, ImportProblems& problems) {
+  std::vector<bool> nccl_name(names.size(), false), param_name(names.size(), false);
+  for (uint32_t id = 0; id < names.size(); ++id) {
+    const std::string& n = names.text(id);
+    nccl_name[id] = n.compare(0, 4, "nccl") == 0 || n.find("ncclKernel") != std::string::npos ||
+                    n.find("ProcessGroupNCCL") != std::string::npos;
+    param_name[id] = n == "record_param_comms";
+  }
+  std::string files, why;
+  int64_t count = 0;
+  for (const auto& r : kept) {
+    if (r.cut || r.events.empty() ||
+        std::any_of(r.events.begin(), r.events.end(), [](const kineto::Event& e) { return kineto::on_stream(e.kind); }))
+      continue;
+    bool nccl_op = false, params = false;
+    for (const auto& e : r.events) nccl_op = nccl_op || nccl_name[e.name], params = params || param_name[e.name];
+    std::string reason = r.backend == "nccl" ? "distributedInfo.backend nccl"
+                         : nccl_op           ? "NCCL ops"
+                         : params && r.backend.empty() && !r.categories_from_cat ? "record_param_comms spans"
+                                                                                  : "";
+    if (reason.empty()) continue;
+    if (count++ == 0) why = reason;
+    if (count <= 4) files += fmt::format("{}{} (rank {})", files.empty() ? "" : ", ", r.file, r.rank);
+  }
+  if (count == 0) return;
+  if (count > 4) files += fmt::format(" and {} more", count - 4);
+  problems.add("no_gpu_events", Severity::info, {kept.front().file, -1},
+               fmt::format("{}: {} but no GPU (kernel) events were recorded (no kernel, memcpy or memset on a CUDA "
+                           "stream): overlap, communication and idle are host-thread level (the host spans, not the "
+                           "GPU kernels) and there is no GPU kernels (HTA) block. Likely cause: the profiler ran "
+                           "without its CUDA activity (torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+                           "ProfilerActivity.CUDA]) records both)",
+                           files, why),
+               count);
+}
+}  // namespace
+
 ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionWriter& w, const ImportOptions& opt) {
   if (opt.align != "none" && opt.align != "collectives")
     throw ImportError(fmt::format("--align {}: not a method (none: each rank as recorded, shifted by one global "
@@ -194,6 +237,7 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     kept.push_back(std::move(r));
   }
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  say_no_gpu_events(kept, names, problems);
   int64_t origin = kineto::session_origin_ns(kept);
   std::vector<bool> epoch;  // each rank's clock has an epoch (read before its events are released)
   std::string backend;      // the process groups' backend (metadata import_backend)

@@ -65,14 +65,44 @@ std::vector<RankTrace> split_rank_processes(RankTrace&& tr, ImportProblems& prob
     p.exported_run_state = tr.exported_run_state;
     p.exported_run = tr.exported_run;
   }
+  // each rank's GPU as the export named it (process_labels), and its stream lanes' names
+  for (const auto& [pid, r] : rank_of_pid)
+    if (auto it = tr.process_labels.find(pid); it != tr.process_labels.end()) {
+      parts[r].device_label = it->second.first;
+      parts[r].device_label_memory = it->second.second;
+    }
+  // A collective record's span drawn inside its comm kernel (on the GPU stream's tid) is parsed
+  // onto a thread of that tid: a lane that holds only such spans joins the stream lane drawn there
+  // (the spans are records, not ops: trace_builder.cpp), or the session would gain an empty lane.
+  std::vector<size_t> records_on(tr.lanes.size(), 0);
+  for (const auto& e : tr.events)
+    if (e.comm_param >= 0 && !tr.comm_params[static_cast<size_t>(e.comm_param)].engine_name.empty()) ++records_on[e.lane];
+  std::map<std::pair<std::string, std::string>, uint32_t> stream_on_track;  // (pid, tid) -> stream lane
+  for (uint32_t i = 0; i < tr.lanes.size(); ++i)
+    if (tr.lanes[i].kind == "stream" && !tr.lanes[i].track_tid.empty())
+      stream_on_track.try_emplace({tr.lanes[i].pid, tr.lanes[i].track_tid}, i);
+  std::vector<uint32_t> joins(tr.lanes.size(), UINT32_MAX);
+  for (uint32_t i = 0; i < tr.lanes.size(); ++i)
+    if (auto it = stream_on_track.find({tr.lanes[i].pid, tr.lanes[i].tid});
+        tr.lanes[i].kind == "thread" && events_on[i] > 0 && records_on[i] == events_on[i] && steps_on[i] == 0 &&
+        it != stream_on_track.end())
+      joins[i] = it->second;
   for (uint32_t i = 0; i < tr.lanes.size(); ++i) {
     if (events_on[i] == 0 && steps_on[i] > 0) continue;  // the step row: its spans are the steps
+    if (joins[i] != UINT32_MAX) continue;
     RankTrace& p = parts[rank_of_pid[tr.lanes[i].pid]];
     new_lane[i] = static_cast<uint32_t>(p.lanes.size());
     const auto& d = tr.lanes[i];
     p.lane_index[d.kind + '\x1f' + d.pid + '\x1f' + d.tid] = new_lane[i];
     p.lanes.push_back(d);
+    // the lane's name in the export (the session's: "thread 1 (pid 1)", "stream 7 (cuda:0 A100)")
+    const std::string& track = d.kind == "stream" ? d.track_tid : d.tid;
+    if (d.kind != "gpu_annotation" && !track.empty())
+      if (auto it = tr.thread_names.find(d.pid + "/" + track); it != tr.thread_names.end() && !it->second.empty())
+        p.lanes.back().label = it->second;
   }
+  for (uint32_t i = 0; i < tr.lanes.size(); ++i)
+    if (joins[i] != UINT32_MAX) new_lane[i] = new_lane[joins[i]];
   for (auto& e : tr.events) {
     RankTrace& p = parts[rank_of_pid[tr.lanes[e.lane].pid]];
     e.lane = new_lane[e.lane];
@@ -93,6 +123,21 @@ std::vector<RankTrace> split_rank_processes(RankTrace&& tr, ImportProblems& prob
                fmt::format("{} has no distributedInfo.rank and {} process{} named 'rank N' (as `embedscope export "
                            "--format chrome` writes them): imported as rank{} {}",
                            tr.file, ranks.size(), ranks.size() == 1 ? "" : "es", ranks.size() == 1 ? "" : "s", list));
+  if (!tr.streams_as_threads.empty())  // not carried: an Embedscope run's streams
+    problems.add("streams_as_threads", Severity::info, {tr.file, -1},
+                 fmt::format("{} has {} GPU stream lane(s) of an Embedscope run written as threads (first: {}): they "
+                             "come back as host threads, so overlap and exposed communication are thread level and "
+                             "there is no GPU kernels block; `embedscope export --format kineto` carries them as "
+                             "streams",
+                             tr.file, tr.streams_as_threads.size(), tr.streams_as_threads.front()),
+                 static_cast<int64_t>(tr.streams_as_threads.size()));
+  if (tr.sync_on_thread)  // not carried: a cuda run's sync lane (kind sync) comes back as a thread
+    problems.add("sync_lane_as_thread", Severity::info, {tr.file, -1},
+                 fmt::format("{} has {} cuda_sync event(s) without args.stream (a cuda run's synchronization lane, "
+                             "as `embedscope export --format chrome` writes it): kept on a host thread lane, not a "
+                             "GPU stream; waits on no stream count in no GPU figure, as in the run",
+                             tr.file, tr.sync_on_thread),
+                 tr.sync_on_thread);
   std::vector<RankTrace> out;
   for (auto& [r, p] : parts) out.push_back(std::move(p));
   return out;

@@ -43,6 +43,7 @@ struct LaneOrder {
 };
 
 std::string lane_label(const RankTrace& tr, const LaneDesc& d) {
+  if (!d.label.empty()) return d.label;  // an Embedscope Chrome export's stream lane: its name there
   if (d.kind == "stream") {
     int64_t dev = d.order_pid;
     const std::string dev_name =
@@ -209,7 +210,10 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     // the GPU of its streams, as the nsys importer and a cuda run name it ("NVIDIA A100-PG509-200
     // (cuda:0)"), with its memory: `stats --json` gpus was [] for a trace with deviceProperties
     // (tester39); a trace without stream lanes keeps the first device listed, marked imported
-    if (const RankDevice dev = rank_device(tr); dev.id >= 0) {
+    if (!tr.device_label.empty()) {  // an Embedscope Chrome export's rank: its GPU as the session named it
+      ri.device = tr.device_label;
+      ri.memory_capacity_bytes = tr.device_label_memory;
+    } else if (const RankDevice dev = rank_device(tr); dev.id >= 0) {
       ri.device = fmt::format("{} (cuda:{})", dev.name, dev.id);
       ri.memory_capacity_bytes = dev.memory_bytes;
     } else {
@@ -353,7 +357,8 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       if (on_stream(e.kind)) {
         const bool copy = e.kind == EventKind::gpu_memcpy || e.kind == EventKind::gpu_memset;
         o.category = e.category_from_args ? static_cast<OpCategory>(e.cat_category) : category(e.name, copy ? 1 : 0, nm);
-        if (copy) o.bytes = e.bytes;
+        // a copy's bytes; an Embedscope Chrome export's GPU op keeps the bytes the session gave it
+        if (copy || tr.categories_from_cat) o.bytes = e.bytes;
         auto l = e.correlation ? launch.find(e.correlation) : launch.end();
         if (o.category == OpCategory::dense && !e.category_from_args && l != launch.end() &&
             launch_category[l->second] >= 0)
@@ -361,7 +366,9 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
         o.step = export_step(e) ? e.arg_step : l != launch.end() ? step_of(tr.events[l->second].ts) : -1;
         if (l != launch.end()) count_kernel_before_launch(problems, tr.file, rank, names.text(e.name), e.ts, tr.events[l->second].ts);
         comm_kernels |= o.category == OpCategory::comm;
-        if (o.category == OpCategory::comm && l != launch.end() && !e.unfinished) {
+        // an Embedscope Chrome export's collectives are its record_param_comms spans, with their
+        // own times (below), not the kernels their launches enclose
+        if (o.category == OpCategory::comm && l != launch.end() && !e.unfinished && !tr.categories_from_cat) {
           const int32_t pi = enclosing_param(tr.events[l->second]);
           if (pi >= 0 && tr.comm_params[static_cast<size_t>(tr.events[static_cast<size_t>(pi)].comm_param)].has_args) {
             Collective& c = colls[pi];
@@ -416,8 +423,10 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
     // A rank without communication kernels (a CPU trace: Gloo) runs each collective in its
     // record_param_comms span: the span with its arguments is the record, timed by the span, and
     // carries the bytes (tester34 D3: no collective at all, so --align collectives had none).
-    // Every op is one event, in event order: op i is event i.
-    if (!comm_kernels)
+    // Every op is one event, in event order: op i is event i. An Embedscope Chrome export's spans
+    // are the session's records, with their times, on a GPU rank too (its comm kernels carry their
+    // bytes in args).
+    if (!comm_kernels || tr.categories_from_cat)
       for (const auto& [lane, spans] : params_on_lane)
         for (uint32_t i : spans) {
           const Event& e = tr.events[i];
@@ -515,7 +524,7 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
       }
       // its kernels carry its bytes (sent + received, as an engine run's comm ops), shared when the
       // collective launched several: the collectives view and the ranges' bytes read them from the ops
-      if (!c.kernels.empty()) {
+      if (!c.kernels.empty() && !(tr.categories_from_cat && comm_kernels)) {
         const int64_t bytes = r.bytes_sent + r.bytes_received, launches = static_cast<int64_t>(c.kernels.size());
         for (size_t k = 0; k < c.kernels.size(); ++k)
           ops[c.kernels[k]].bytes = bytes / launches + (static_cast<int64_t>(k) < bytes % launches ? 1 : 0);

@@ -37,6 +37,13 @@ struct LaneDesc {
   std::string kind;
   std::string pid, tid;  ///< original text (numbers as written, strings as they are)
   int64_t order_pid = 0, order_tid = 0;  ///< numeric value for ordering (0 for strings)
+  /// A stream lane's track: the "tid" its first event was drawn on ("" for other lanes). An
+  /// Embedscope Chrome export draws each GPU stream on a tid of its rank's process and names it
+  /// there (thread_name), which becomes `label` (rank_processes.h).
+  std::string track_tid;
+  /// The lane's name in the session where the trace gave it one (an Embedscope Chrome export's
+  /// stream lane: "stream 7 (cuda:0 NVIDIA A100)"); "" names it by kind, pid and tid.
+  std::string label;
 };
 
 /// Event::arg_step of an event whose args give no step.
@@ -143,6 +150,19 @@ struct RankTrace {
   std::unordered_map<std::string, uint32_t> lane_index;  ///< kind/pid/tid -> lanes index
   std::unordered_map<std::string, std::string> thread_names;  ///< "pid/tid" -> thread_name
   std::unordered_map<std::string, std::string> process_names;  ///< pid -> process_name
+  /// pid -> (args.labels, args "embedscope device memory") of its process_labels metadata event:
+  /// what an Embedscope Chrome export names a rank's GPU by (RankInfo::device, bytes; 0 absent)
+  std::unordered_map<std::string, std::pair<std::string, int64_t>> process_labels;
+  /// An Embedscope Chrome export's rank (rank_processes.h): its GPU as the session named it, and
+  /// its memory in bytes; "" none (the device then comes from deviceProperties, as in Kineto).
+  std::string device_label;
+  int64_t device_label_memory = 0;
+  /// The rank's events of cat cuda_sync without args.stream (a cuda run's synchronization lane in
+  /// an Embedscope Chrome export): kept on their thread's lane.
+  int64_t sync_on_thread = 0;
+  /// Names of the lanes an Embedscope Chrome export marks as GPU streams written as threads (an
+  /// Embedscope run's: thread_name args "embedscope lane kind": "stream"), in file order.
+  std::vector<std::string> streams_as_threads;
   std::vector<Event> events;
   std::vector<CommParams> comm_params;
   std::vector<Step> steps;

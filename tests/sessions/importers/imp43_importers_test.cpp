@@ -199,8 +199,8 @@ TEST(Imp43ChromeRoundTrip, ExportedRanksAndStepsComeBack) {
     EXPECT_EQ(b[i].end_ns, a[i].end_ns - shift);
   }
   std::vector<std::tuple<int32_t, std::string>> lanes_a, lanes_b;
-  // named as the importer names a trace's threads: "thread TID (thread_name)"
-  for (const auto& l : src.lanes()) lanes_a.push_back({l.rank, "thread " + std::to_string(l.lane) + " (" + l.name + ")"});
+  // named as the session named them (the export's thread_name), not "thread TID (thread_name)"
+  for (const auto& l : src.lanes()) lanes_a.push_back({l.rank, l.name});
   for (const auto& l : back.lanes()) lanes_b.push_back({l.rank, l.name});
   EXPECT_EQ(lanes_b, lanes_a);  // the step row is not a lane
   const auto ops = back.all_ops();

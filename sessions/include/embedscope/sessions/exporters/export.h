@@ -1,7 +1,9 @@
 #pragma once
 // Exporters: Chrome Trace Event Format (opens in Perfetto and chrome://tracing) and CSV.
 
+#include <map>
 #include <ostream>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,35 @@ namespace embedscope::sessions {
 /// (`s` / `f`) joining the ranks of each collective (from the first rank to enter it to every
 /// other member). The session's
 /// metadata goes into "metadata". Spec: "Trace Event Format", Google (chromium catapult docs).
+/// An imported trace's GPU stream lane (kind `stream`: a Kineto or Nsight trace's) keeps its tid
+/// and name, and each of its ops is written as Kineto writes a GPU event:
+/// cat "kernel", "gpu_memcpy" or "gpu_memset" (chrome_gpu_cat), args "device" and "stream"
+/// (chrome_stream_ids) and "embedscope category" (the session's category), and "correlation"
+/// (an imported trace's launch id, on the launch too) where the session has one; a rank with a
+/// GPU has a `process_labels` event naming it (args "labels": RankInfo::device, "embedscope
+/// device memory": its bytes). `import` reads such lanes back as GPU streams, so `stats` of the
+/// re-import equals the original's (stream-level overlap, HTA's kernel figures). An Embedscope
+/// run's stream lanes (a cuda or simulated run's) are written as threads, their thread_name with
+/// args "embedscope lane kind": "stream" (`import` says they come back as threads): their comm
+/// ops carry their collective's sequence, not a launch, which the kernel figures of an import
+/// would take for a launch that is missing.
 void export_chrome_trace(const SessionReader& session, std::ostream& out);
+
+/// A GPU stream lane's ids in the Chrome export: its CUDA stream (the N of a lane named "stream N
+/// (...)", as imported traces name them, else lane + 1; made unique within the rank by counting up)
+/// and its device (the D of "cuda:D" in the lane's name, else in the rank's device, else 0).
+struct ChromeStreamId {
+  int64_t device = 0, stream = 0;
+};
+
+/// The ChromeStreamId of each lane of kind `stream`, by (rank, lane). Example: an imported
+/// Kineto trace's lanes "stream 7 (cuda:0 A100)", "stream 20 (cuda:0 A100)" -> {0, 7}, {0, 20};
+/// a simulated run's "compute" (lane 2) and "comm" (lane 1) on "H100 (cuda:1)" -> {1, 3}, {1, 2}.
+std::map<std::pair<int32_t, int32_t>, ChromeStreamId> chrome_stream_ids(const SessionReader& session);
+
+/// Kineto's cat of a GPU op: "gpu_memset" for a memcpy-category op named Memset* / memset*,
+/// "gpu_memcpy" for the other memcpy-category ops, "kernel" for every other category.
+std::string chrome_gpu_cat(OpCategory category, const std::string& name);
 
 /// Nanoseconds as microseconds with exactly three decimals ("1234.567").
 std::string ns_to_us(int64_t ns);
