@@ -113,6 +113,9 @@ SessionWriter::SessionWriter(const std::string& path, bool overwrite) : impl_(st
     }
     // Hand-bound statements (tables without a record type), checked against their descriptions.
     m.prepare("meta", "INSERT OR REPLACE INTO metadata VALUES (?1, ?2)", &sd::metadata_table());
+    // the end rows of close(): only over ended = running (Pending::end); ?3 is the key "ended"
+    m.prepare("meta_end", "INSERT OR REPLACE INTO metadata SELECT ?1, ?2 WHERE (SELECT value FROM metadata WHERE key = ?3) = 'running'",
+              &sd::metadata_table(), 3);
     m.prepare("string", "INSERT INTO strings VALUES (?1, ?2)", &sd::strings_table());
     m.prepare("op", "INSERT INTO ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", &sd::ops_table());
     m.prepare("op_block", "INSERT INTO op_blocks VALUES (?1, ?2, ?3, ?4)", &sd::op_blocks_table());
@@ -375,6 +378,13 @@ void SessionWriter::Impl::write(Pending& p) {
     auto* st = stmts["meta"];
     bind_value(st, 1, k);
     bind_value(st, 2, v);
+    step(st);
+  }
+  for (auto& [k, v] : p.end) {  // end_message before ended: the condition reads ended
+    auto* st = stmts["meta_end"];
+    bind_value(st, 1, k);
+    bind_value(st, 2, v);
+    bind_value(st, 3, std::string(meta::kEnded));
     step(st);
   }
   insert_all("rank", sd::ranks_table(), p.ranks);

@@ -9,8 +9,9 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
     std::lock_guard<std::mutex> lock(m.mu);
     if (m.closed) return;
     m.closed = true;
-    m.pending.metadata.emplace_back(meta::kEnded, ended);
-    m.pending.metadata.emplace_back(meta::kEndMessage, message);
+    // not over an end recorded meanwhile by a connection of its own (a stop at once: end_mark.h)
+    m.pending.end.emplace_back(meta::kEndMessage, message);
+    m.pending.end.emplace_back(meta::kEnded, ended);
     m.stop = true;
   }
   m.cv.notify_all();

@@ -64,6 +64,10 @@ inline void step_or_throw(sqlite3* db, sqlite3_stmt* st, const std::string& path
 struct SessionWriter::Impl {
   struct Pending {
     std::vector<std::pair<std::string, std::string>> metadata;
+    /// close()'s end rows (end_message, then ended): written only while the session still reads
+    /// ended = running, so that an end another connection recorded first (a run stopped at once:
+    /// mark_session_ended, end_mark.h) is not replaced by this writer's own a moment later
+    std::vector<std::pair<std::string, std::string>> end;
     std::vector<RankInfo> ranks;
     std::vector<LaneInfo> lanes;
     std::vector<OpEvent> ops;
@@ -102,7 +106,7 @@ struct SessionWriter::Impl {
     std::vector<FlightRecord> flight;
     std::vector<std::pair<int32_t, std::string>> new_strings;
     bool empty() const {
-      return metadata.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
+      return metadata.empty() && end.empty() && ranks.empty() && lanes.empty() && ops.empty() && collectives.empty() && load.empty() &&
              steps.empty() && memory.empty() && memory_events.empty() && snapshots.empty() && id_histogram.empty() &&
              shards.empty() && rebalances.empty() && plan_changes.empty() && import_stats.empty() && frames.empty() && stacks.empty() && timeline.empty() && flight.empty() && new_strings.empty();
     }

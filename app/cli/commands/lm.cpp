@@ -320,6 +320,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   // without an end)
   StopAtOnce& stop = StopAtOnce::install(as_json);  // the one cmd_run installed
   stop.set_session(output);
+  const StopAtOnce::RunGuard run_guard(stop);  // however cmd_run_lm leaves, a stop under way ends first
   lines.steps_done = &stop.steps_done;
   opt.cancel = &cancel;
   opt.flight_dump = &flight;
@@ -355,6 +356,7 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   if (cancel) return report_cancelled_before_run(as_json);  // a signal while it was read or announced
   try {
     r = simulated ? es::simulate_lm(spec, sim) : es::run_lm(spec, opt);
+    stop.end_run();  // the session is closed, its end recorded: a stop from here on leaves it as it is
     if (tty && !simulated) fmt::print(stderr, "\n");  // after the progress line rewritten in place
   } catch (const es::SpecError&) {
     throw;

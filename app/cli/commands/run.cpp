@@ -181,6 +181,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   // a second Ctrl-C stops at once: say so naming the session, and record it as the user's stop
   // rather than leave it to read "crashed" (tester41 #21; run_common.h, as an lm_embedding run's)
   stop.set_session(output);
+  const StopAtOnce::RunGuard run_guard(stop);  // however cmd_run leaves, a stop under way ends first
   opt.cancel = &cancel;
   // a rank `launch` started: its launcher going away cancels it, without EPIPE (tester46 F5)
   const long launcher = process_from.empty() ? 0 : watch_launcher(cancel);
@@ -206,6 +207,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   // which a cancel ends on every rank (run_training)
   if (cancel && process_from.empty()) return report_cancelled_before_run(as_json);
   const es::RunResult r = with_origin(a.origin, [&] { return es::run_training(spec, plan, opt); });
+  stop.end_run();  // the session is closed, its end recorded: a stop from here on leaves it as it is
   if (launcher_gone() && r.ended == es::RunEnd::cancelled && !r.session_path.empty()) {
     // nobody reads this process's output any more: the session says what happened (tester46 F5)
     std::string all_ranks = proc.output_pattern;

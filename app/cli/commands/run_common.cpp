@@ -80,6 +80,17 @@ StopAtOnce& StopAtOnce::install(bool as_json) {
 void StopAtOnce::set_session(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu_);
   session_ = path;
+  run_ended_ = false;
+}
+
+void StopAtOnce::end_run() {
+  std::unique_lock<std::mutex> lock(mu_);  // a stop under way holds it until its mark is committed
+  if (stopping_) {  // the stop thread ends the process (_exit 130) as soon as stop() returns
+    lock.unlock();
+    for (;;) pause();
+  }
+  run_ended_ = true;
+  session_.clear();
 }
 
 void StopAtOnce::set_json_extra(json extra, std::string note) {
@@ -89,7 +100,12 @@ void StopAtOnce::set_json_extra(json extra, std::string note) {
 }
 
 void StopAtOnce::stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (run_ended_) {  // the run is over and its command is ending the process: nothing to stop
+    lock.unlock();
+    for (;;) pause();
+  }
+  stopping_ = true;
   const std::string what = steps_done.load() ? "every measured step had completed; what followed them (the held-out "
                                                "evaluation, the session's closing) did not"
                                              : "the step in progress did not complete";

@@ -73,11 +73,35 @@ class StopAtOnce {
   /// Set once every measured step has completed: a stop then interrupts what follows them (the
   /// held-out evaluation, the session's closing), not a step (tester46 F14).
   std::atomic<bool> steps_done{false};
+  /// The run returned (or threw) with its session closed and its end recorded: from now on a
+  /// second signal leaves the session and the output to the command, which ends the process by
+  /// itself in a moment (the stop thread waits for that). A stop already under way, marking the
+  /// session on the stop thread, is waited for here, and then this call never returns (the stop
+  /// thread ends the process, exit 130): the command's own ending never runs beside it. Before,
+  /// `run` could return and exit(0) while the stop thread was inside the mark's transaction,
+  /// leaving FILE.db-journal behind: a hot journal that every read-only open (stats) then refused
+  /// ("attempt to write a readonly database"). Idempotent; a later set_session starts the next
+  /// run (`scenario`).
+  void end_run();
+
+  /// Calls end_run when it goes out of scope: the run's command returning or throwing.
+  class RunGuard {
+   public:
+    explicit RunGuard(StopAtOnce& s) : s_(s) {}
+    RunGuard(const RunGuard&) = delete;
+    RunGuard& operator=(const RunGuard&) = delete;
+    ~RunGuard() { s_.end_run(); }
+
+   private:
+    StopAtOnce& s_;
+  };
 
  private:
   StopAtOnce() = default;
   void stop();  // on the stop thread
   std::mutex mu_;
+  bool stopping_ = false;  // stop() began: the process ends with exit 130
+  bool run_ended_ = false;  // end_run() was called: a stop leaves the ending to the command
   std::string session_;
   nlohmann::json extra_ = nlohmann::json::object();
   std::string note_;

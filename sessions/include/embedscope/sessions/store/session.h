@@ -143,7 +143,9 @@ class SessionWriter {
   void add_flight_records(std::vector<FlightRecord> records);
   /// Stores a snapshot (its id is assigned here).
   void add_snapshot(MemorySnapshot snapshot);
-  /// Flushes everything, records `ended` and `message`, checkpoints the WAL into the file,
+  /// Flushes everything, records `ended` and `message` (unless the session no longer reads
+  /// ended = running: an end recorded first by another connection, mark_session_ended, stays),
+  /// checkpoints the WAL into the file,
   /// leaves WAL mode (one self-contained file, journal_mode DELETE) and closes the file, which
   /// releases the writer lock. Readers never make it fail: a checkpoint waits for them (up to
   /// 10 s), and where open readers keep the file in WAL mode for more than 0.5 s it stays in WAL
