@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "embedscope/engine/input/hashing.h"
 #include "embedscope/engine/input/input.h"
 
 namespace embedscope::engine {
@@ -59,11 +60,72 @@ struct HotRows {
 };
 }  // namespace
 
+namespace {
+// The buckets of a hashed table's kHashedExact most likely ids, ascending and merged, with their
+// mass's prefix sums, and the mass of the ids left out.
+struct HashedRows {
+  std::vector<int64_t> rows;
+  std::vector<double> prefix;  // prefix[i]: mass of rows[0, i)
+  double rest = 0;             // mass of the ids beyond the exact ones
+};
+
+constexpr int64_t kHashedExact = int64_t{1} << 16;
+
+// realized_id_share of a hashed table: the ids in [0, num_embeddings) drawn as BatchGenerator
+// draws them (Zipf rank k -> id k, or perm(k) when permuted; uniform: every id 1/n), each put in
+// its bucket hashed_row(id, hash_size); the kHashedExact likeliest ids exactly, the rest's mass
+// spread evenly over the buckets (its expectation over the hash).
+double hashed_id_share(const WorkloadSpec& spec, const TableSpec& t, int feature, int64_t row_offset, int64_t num_rows) {
+  const IdDistribution& d = spec.features[static_cast<size_t>(feature)].ids;
+  const int64_t n = t.num_embeddings, H = t.hash_size;
+  const bool zipf = d.kind == IdDistributionKind::zipf;
+  const bool permute = zipf && d.permute;
+  const RowPermutation perm = feature_row_permutation(spec, feature, n);
+  const int64_t p0 = permute ? perm(0) : 0, p1 = permute && n > 1 ? perm(1) : 1;
+  // (at most 64 tables a thread, 1 MiB each, then the cache starts over)
+  thread_local std::map<std::tuple<int64_t, int64_t, double, int64_t, int64_t>, HashedRows> cache;
+  const std::tuple<int64_t, int64_t, double, int64_t, int64_t> key{n, H, zipf ? d.alpha : 0.0, p0, p1};
+  if (cache.size() >= 64 && cache.find(key) == cache.end()) cache.clear();
+  HashedRows& h = cache[key];
+  if (h.prefix.empty()) {
+    const double total = zipf ? zipf_mass(n, d.alpha) : static_cast<double>(n);
+    const int64_t exact = std::min(n, kHashedExact);
+    std::vector<std::pair<int64_t, double>> rm;
+    rm.reserve(static_cast<size_t>(exact));
+    double in_exact = 0;
+    for (int64_t k = 0; k < exact; ++k) {
+      const double mass = (zipf ? std::pow(static_cast<double>(k + 1), -d.alpha) : 1.0) / total;
+      rm.emplace_back(hashed_row(permute ? perm(k) : k, H), mass);
+      in_exact += mass;
+    }
+    std::sort(rm.begin(), rm.end());
+    h.prefix.push_back(0);
+    for (const auto& [row, mass] : rm) {
+      if (!h.rows.empty() && h.rows.back() == row) {
+        h.prefix.back() += mass;
+        continue;
+      }
+      h.rows.push_back(row);
+      h.prefix.push_back(h.prefix.back() + mass);
+    }
+    h.rest = std::max(0.0, 1.0 - in_exact);
+  }
+  const auto lo = std::lower_bound(h.rows.begin(), h.rows.end(), row_offset) - h.rows.begin();
+  const auto hi = std::lower_bound(h.rows.begin(), h.rows.end(), row_offset + num_rows) - h.rows.begin();
+  const double in_exact = h.prefix[static_cast<size_t>(hi)] - h.prefix[static_cast<size_t>(lo)];
+  return std::clamp(in_exact + h.rest * static_cast<double>(num_rows) / static_cast<double>(H), 0.0, 1.0);
+}
+}  // namespace
+
 double realized_id_share(const WorkloadSpec& spec, const TableSpec& t, int feature, int64_t row_offset,
                          int64_t num_rows) {
   constexpr int64_t kHot = 4096;
   const FeatureSpec& f = spec.features[static_cast<size_t>(feature)];
   const IdDistribution& d = f.ids;
+  if (t.hash_size > 0 && t.num_embeddings > 0) {
+    if (num_rows <= 0) return 0.0;
+    return hashed_id_share(spec, t, feature, row_offset, num_rows);
+  }
   if (d.kind != IdDistributionKind::zipf || !d.permute || t.hash_size > 0 || t.num_embeddings <= 1)
     return shard_id_share(t, f, row_offset, num_rows);
   if (num_rows <= 0) return 0.0;

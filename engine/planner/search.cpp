@@ -145,7 +145,7 @@ class Search {
     std::iota(order.begin(), order.end(), size_t{0});
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return better(cands[a], cands[b]); });
     // the scored plans that fit, in the order scored; the best and the runner-up by (critical
-    // path, max HBM), ties to the one scored first
+    // path, max HBM), ties to the one scored first, then a near-tie to the leaner plan (below)
     struct Scored { size_t cand; PlanStats stats; int64_t max_hbm = 0; };
     std::vector<Scored> fit;
     int scored = 0;
@@ -192,12 +192,21 @@ class Search {
       return a.stats.critical_path_ns != b.stats.critical_path_ns ? a.stats.critical_path_ns < b.stats.critical_path_ns
                                                                   : a.max_hbm < b.max_hbm;
     });
+    // a tie (search.h kCriticalPathTie): of the plans within it of the fastest, the one with the
+    // least memory on its fullest device goes first, the others keep their order
+    const double tie_ns = static_cast<double>(fit[0].stats.critical_path_ns) * (1.0 + kCriticalPathTie);
+    size_t lean = 0;
+    for (size_t i = 1; i < fit.size() && static_cast<double>(fit[i].stats.critical_path_ns) <= tie_ns; ++i)
+      if (fit[i].max_hbm < fit[lean].max_hbm) lean = i;
+    std::rotate(fit.begin(), fit.begin() + static_cast<std::ptrdiff_t>(lean), fit.begin() + static_cast<std::ptrdiff_t>(lean) + 1);
     res.plan = cands[fit[0].cand].plan;
     res.proposer = cands[fit[0].cand].proposer;
     res.stats = std::move(fit[0].stats);
+    res.max_hbm_bytes = fit[0].max_hbm;
     if (fit.size() > 1) {
       res.runner_up_proposer = cands[fit[1].cand].proposer;
       res.runner_up_critical_path_ns = fit[1].stats.critical_path_ns;
+      res.runner_up_max_hbm_bytes = fit[1].max_hbm;
     }
     res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     return res;

@@ -1,6 +1,7 @@
 // `embedscope plan`: the sharding plan and the memory each device needs, without running.
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -20,6 +21,8 @@
 #include "embedscope/engine/planner/storage_fallback.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/idle_ranks.h"
+#include "embedscope/engine/sharding/plan_json.h"
+#include "embedscope/engine/workload/read_file.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "output/output.h"
 #include "workload_args.h"
@@ -30,6 +33,15 @@ namespace es = embedscope::engine;
 using nlohmann::json;
 
 namespace {
+
+// `plan --plan FILE` of a plan that `plan --auto --allow-storage` printed: its tables' storage
+// changes ("storage_changes") applied to the workload, as `run --plan` applies them, so that the
+// memory shown is the plan's. A file that is not JSON is left to load_plan_file, which names the line.
+void apply_shown_plan_storage(es::WorkloadSpec& spec, const std::string& plan_file) {
+  const json doc = json::parse(es::read_whole_file(plan_file, "--plan ", "plan file"), nullptr, false);
+  if (doc.is_discarded()) return;
+  es::apply_storage_changes(spec, doc, plan_file);
+}
 
 // The memory each rank's device needs (planner/memory estimate), one object per rank, bytes:
 // `plan --json`'s and `plan --auto --json`'s "memory"; "reserved_bytes" the most its allocator
@@ -143,13 +155,15 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
     j["table_storage"] = table_storage_estimate_json(spec, r.plan);
     j["fits"] = r.stats.fits;
     j.update(pipeline_json(spec));
-    j["search"] = {{"proposer", r.proposer}, {"proposals", r.proposals}, {"feasible", r.feasible},
-                   {"seconds", r.seconds}, {"critical_path_ns", r.stats.critical_path_ns}};
+    j["search"] = {{"proposer", r.proposer},     {"proposals", r.proposals},
+                   {"feasible", r.feasible},     {"seconds", r.seconds},
+                   {"critical_path_ns", r.stats.critical_path_ns}, {"max_hbm_bytes", r.max_hbm_bytes}};
     // the best other plan the full estimate scored (null when none other fits)
     j["search"]["runner_up"] = r.runner_up_proposer.empty()
                                    ? json(nullptr)
                                    : json{{"proposer", r.runner_up_proposer},
-                                          {"critical_path_ns", r.runner_up_critical_path_ns}};
+                                          {"critical_path_ns", r.runner_up_critical_path_ns},
+                                          {"max_hbm_bytes", r.runner_up_max_hbm_bytes}};
     j["stats"] = es::to_json(r.stats);
     j["memory"] = memory_json(spec, est);
     j["ranks_without_rows"] = es::ranks_without_rows(r.plan);  // as plan's: they still join every collective
@@ -172,6 +186,14 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
                            r.proposals, r.feasible, r.seconds, r.proposer, 1e-6 * static_cast<double>(r.stats.critical_path_ns));
   if (r.runner_up_proposer.empty())
     std::cout << "; runner-up: none (no other distinct plan that fits was scored)\n";
+  else if (std::abs(static_cast<double>(r.runner_up_critical_path_ns - r.stats.critical_path_ns)) <=
+           es::kCriticalPathTie * static_cast<double>(std::min(r.stats.critical_path_ns, r.runner_up_critical_path_ns)))
+    // a tie, which goes to the plan with less memory on its fullest device (search.h kCriticalPathTie)
+    std::cout << fmt::format("; runner-up: {} (critical path {:.3f} ms, {:+} ns: a tie within {:g}%, which goes to "
+                             "less memory on the fullest device: the best's {} against {})\n",
+                             r.runner_up_proposer, 1e-6 * static_cast<double>(r.runner_up_critical_path_ns),
+                             r.runner_up_critical_path_ns - r.stats.critical_path_ns, 100 * es::kCriticalPathTie,
+                             es::format_bytes(r.max_hbm_bytes), es::format_bytes(r.runner_up_max_hbm_bytes));
   else
     std::cout << fmt::format("; runner-up: {} (critical path {:.3f} ms, +{:.3f} ms)\n", r.runner_up_proposer,
                              1e-6 * static_cast<double>(r.runner_up_critical_path_ns),
@@ -184,7 +206,9 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
 }
 
 int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<std::string>& sharding_types,
-             const std::vector<std::string>& allow_storage) {
+             const std::vector<std::string>& allow_storage, const std::string& plan_file) {
+  if (!plan_file.empty() && auto_plan)
+    throw es::SpecError(fmt::format("--plan {}: not with --auto (the search makes its own plan)", plan_file));
   if (!allow_storage.empty() && !auto_plan)
     throw es::SpecError("--allow-storage: only with --auto (the storage options the search may use when nothing fits "
                         "as written)");
@@ -195,8 +219,11 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
     if (auto_plan) throw es::SpecError("--auto: not for an lm_embedding workload (no search over its sharding types yet)");
     return cmd_plan_lm(a, as_json);
   }
+  if (!plan_file.empty() && is_lm_args(a))
+    throw es::SpecError("--plan: not for an lm_embedding workload (its plan is its sharding)");
   if (auto_plan) return cmd_plan_auto(a, as_json, sharding_types, allow_storage);
-  const es::WorkloadSpec spec = load(a);
+  refuse_flags_the_plan_overrides(a, plan_file);
+  es::WorkloadSpec spec = load(a);
   // what `run` refuses before it starts, `plan` refuses too (exit 2): a live rebalancing policy
   // the backend or the tables cannot follow
   if (spec.rebalance.enabled())
@@ -205,7 +232,11 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
           !why.empty())
         throw es::SpecError(why);
     });
-  const es::ShardingPlan plan = with_origin(a.origin, [&] { return es::plan_sharding(spec); });
+  // a written plan (`run --plan FILE`'s): its storage changes applied to the workload, then the
+  // plan validated against it as run does; else the greedy planner's
+  if (!plan_file.empty()) apply_shown_plan_storage(spec, plan_file);
+  const es::ShardingPlan plan = plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
+                                                  : es::load_plan_file(spec, plan_file);
   const auto est = es::estimate_memory(spec, plan);
   // A plan that does not fit is still printed (what each device would need), then refused
   // (exit 2); with --json as one document that carries the error ("ended": "bad_input").
@@ -272,6 +303,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
 
 struct PlanState {
   WorkloadArgs args;
+  std::string plan_file;
   bool json = false;
   bool auto_plan = false;
   std::vector<std::string> sharding_types;
@@ -299,7 +331,15 @@ Command add_plan_command(CLI::App& app) {
                    "(placement, with a cache_load_factor that fits); the plan says which tables changed and why")
       ->delimiter(',')
       ->allow_extra_args(false);  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
-  return {plan, [s] { return cmd_plan(s->args, s->json, s->auto_plan, s->sharding_types, s->allow_storage); },
+  plan->add_option("--plan", s->plan_file,
+                   "Show this sharding plan (the JSON `embedscope plan --json` or `rebalance --plan-out` writes, as "
+                   "`run --plan` takes it) instead of planning: its memory per device and everything plan prints, "
+                   "without running; `--plan auto` is --auto");
+  return {plan, [s] {
+            const bool auto_plan = s->auto_plan || s->plan_file == "auto";
+            return cmd_plan(s->args, s->json, auto_plan, s->sharding_types, s->allow_storage,
+                            s->plan_file == "auto" ? std::string() : s->plan_file);
+          },
           [s] { return s->json; }};
 }
 

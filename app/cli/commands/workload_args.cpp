@@ -14,6 +14,7 @@
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/rebalance/policy_reach.h"
+#include "embedscope/engine/workload/state_precision.h"
 #include "embedscope/engine/sharding/sharding.h"  // segment_shortfall
 #include "embedscope/engine/workload/presets.h"
 
@@ -392,6 +393,8 @@ es::WorkloadSpec load(WorkloadArgs& a) {
     // a policy that cannot fire within the run: valid, but say so (tester42 F7)
     if (const std::string never = es::rebalance::rebalance_never_fires(spec); !never.empty())
       fmt::print(stderr, "warning: {}: {}\n", a.origin, never);
+    // fp16 optimizer state that underflows: valid, but it costs accuracy (workload/state_precision.h)
+    for (const std::string& w : es::state_precision_warnings(spec)) fmt::print(stderr, "warning: {}: {}\n", a.origin, w);
     // auto becomes cpu or cuda here, so that plan and run say which; cuda without GPUs is refused
     a.requested_backend = spec.devices.backend;
     if (a.resolve_backend)

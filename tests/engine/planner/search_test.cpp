@@ -167,11 +167,17 @@ TEST(PlanSearch, HashedTablesArePlannedOnTheirHashSizeRows) {
   ASSERT_EQ(t0.shards.size(), 2u);
   EXPECT_EQ(t0.shards[0].num_rows, 500);
   EXPECT_EQ(t0.shards[1].row_offset, 500);
-  // every table row_wise: each rank's 500 of the 1,000 hashed rows of a table serve half its ids:
-  // 4 tables x 2 ranks x 8 bags x 1 id / 2 = 32 a rank
+  // every table row_wise: each rank's 500 of the 1,000 hashed rows of a table serve about half its
+  // uniform ids: 4 tables x 2 ranks x 8 bags x 1 id / 2 = 32 a rank, to within the hash's
+  // unevenness (the ids each bucket gets under the run's hash, input/realized_share.h: 31.997
+  // and 32.003), and 64 in all
   for (auto& t : spec.tables) spec.sharding.per_table[t.name] = TableSharding{ShardingType::row_wise, {}, -1};
   const PlanSearchResult rw = plan_search(spec, planning_profile(spec));
-  EXPECT_EQ(expected_lookups_per_rank(spec, rw.plan), (std::vector<double>{32.0, 32.0}));
+  const std::vector<double> look = expected_lookups_per_rank(spec, rw.plan);
+  ASSERT_EQ(look.size(), 2u);
+  EXPECT_NEAR(look[0], 32.0, 0.01);
+  EXPECT_NEAR(look[1], 32.0, 0.01);
+  EXPECT_NEAR(look[0] + look[1], 64.0, 1e-9);
 }
 
 // PlanSearchOptions::sharding_types (TorchRec's sharding_types constraint): every table of the

@@ -25,7 +25,9 @@ double row_range_share(const FeatureSpec& f, int64_t num_embeddings, int64_t row
 /// The expected share in [0, 1] of table t's ids (feature f's) that falls in stored rows
 /// [row_offset, row_offset + num_rows): row_range_share over num_embeddings for a table without
 /// hashing; for a hashed table (hash_size > 0) the rows are xxHash64 buckets, which spread any
-/// id distribution evenly (hot ids land on pseudo-random rows), so num_rows / hash_size.
+/// id distribution evenly on average over hash functions, so num_rows / hash_size (the run's
+/// share under the project's fixed hash, where each hot id sits in one bucket, is
+/// realized_id_share in input/realized_share.h).
 /// Example: hash_size 1,000, rows [0, 250): 0.25 whatever f's ids are.
 double shard_id_share(const TableSpec& t, const FeatureSpec& f, int64_t row_offset, int64_t num_rows);
 
