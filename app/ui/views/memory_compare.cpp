@@ -104,12 +104,15 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   top->addWidget(rank_box_);
   top->addWidget(new QLabel("blocks at the end of step", this));
   top->addWidget(step_box_);
-  top->addWidget(new QLabel("(solid: allocated, dashed: reserved, dotted: fragmentation, right axis; "
-                            "\"B = A\": B's lines are A's, drawn over them)", this));
-  top->addStretch(1);
+  auto* key = new QLabel("(solid: allocated, dashed: reserved, dotted: fragmentation, right axis; "
+                         "\"B = A\": B's lines are A's, drawn over them)", this);
+  key->setWordWrap(true);  // in one line it held the window 1047 px wide
+  top->addWidget(key, 1);
   layout->addLayout(top);
   // tester43 F13: a 620 MiB weights block left the 2 and 20 MiB segments 1-3 px wide (one blue bar a map)
-  cut_box_ = new QCheckBox("cut a block that dwarfs the other segments (e.g. the weights) so the small segments show", this);
+  // (a check box's text does not wrap: short, the rest in its tool tip; its full text held the page 569 px wide)
+  cut_box_ = new QCheckBox("cut a block that dwarfs the others", this);
+  cut_box_->setToolTip("cut a block that dwarfs the other segments (e.g. the weights) so the small segments show");
   cut_box_->setObjectName("memory_compare_cut");
   cut_box_->setChecked(true);
   plot_->setMinimumSize(320, 200);
