@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <QCoreApplication>
+#include <QImage>
 #include <QScrollArea>
 #include <QTabWidget>
 
@@ -18,6 +19,7 @@
 
 #include "jobs/analysis_job.h"
 #include "shell/main_window.h"
+#include "shell/screenshot_options.h"
 #include "support/cli_run.h"
 #include "views/compare_view.h"
 #include "views/scenario_view.h"
@@ -127,4 +129,39 @@ TEST(Ui60bLaptopSize, ASessionTabFits1000x650) {
   ASSERT_NE(pages, nullptr);
   ui60b_visit_pages(w, pages);  // ends on the Timeline page
   for (QSize size : {QSize(1280, 800), QSize(1366, 768), QSize(1000, 650)}) ui60b_expect_fits(w, size, "session");
+}
+
+// --screenshot's page and size (tester60a F2): the window was always 1280x800 on the tab's first page.
+TEST(Ui60bLaptopSize, ScreenshotPageAndSize) {
+  EXPECT_EQ(parse_window_size("1280x800"), QSize(1280, 800));
+  EXPECT_EQ(parse_window_size("1366X768"), QSize(1366, 768));
+  EXPECT_EQ(parse_window_size("1280"), std::nullopt);
+  EXPECT_EQ(parse_window_size("1280x80"), std::nullopt);    // 80 px: under 200
+  EXPECT_EQ(parse_window_size("20000x800"), std::nullopt);  // over 10000
+  EXPECT_EQ(parse_window_size("-1x800"), std::nullopt);
+  MainWindow w;
+  ASSERT_EQ(w.open_session(QString::fromStdString(ui60b_run("tw", "table_wise")), true), QString());
+  auto* pages = qobject_cast<QTabWidget*>(w.tabs()->currentWidget());
+  ASSERT_NE(pages, nullptr);
+  EXPECT_EQ(show_page(w, "load"), QString());
+  EXPECT_EQ(pages->tabText(pages->currentIndex()), "Load");
+  EXPECT_EQ(show_page(w, "Lod").toStdString(), "--page Lod: the tab has no such page (its pages: Timeline, Summary, Load, Memory)");
+  EXPECT_EQ(pages->tabText(pages->currentIndex()), "Load");
+  // the command line: the Memory page at 1000x650
+  const std::string shot = (ui60b_dir() / "mem_1000x650.png").string(), db = ui60b_run("tw", "table_wise");
+  auto r = test_support::run_cli(EMBEDSCOPE_UI, db + " --screenshot " + shot + " --page memory --size 1000x650", ui60b_dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const QImage image(QString::fromStdString(shot));
+  EXPECT_EQ(image.size(), QSize(1000, 650));
+  if (const char* dir = std::getenv("UI60B_SHOTS")) image.save(QString("%1/memory_page_1000x650.png").arg(dir));
+  r = test_support::run_cli(EMBEDSCOPE_UI, db + " --screenshot " + shot + " --page Lod", ui60b_dir());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--page Lod: the tab has no such page (its pages: Timeline, Summary, Load, Memory)"), std::string::npos) << r.err;
+  r = test_support::run_cli(EMBEDSCOPE_UI, db + " --screenshot " + shot + " --size 1280", ui60b_dir());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--size 1280: not a window size; give WIDTHxHEIGHT in px"), std::string::npos) << r.err;
+  r = test_support::run_cli(EMBEDSCOPE_UI, "--report " + db + " -o " + (ui60b_dir() / "rep").string() + " --size 1280x800",
+                            ui60b_dir());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--size goes with --screenshot FILE.png"), std::string::npos) << r.err;
 }
