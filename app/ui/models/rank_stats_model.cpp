@@ -4,13 +4,39 @@
 #include "core/timeline_math.h"
 #include "embedscope/sessions/model/units.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
 namespace embedscope::ui {
+
+RankStatsModel::RankStatsModel(sessions::RunStats stats, QObject* parent)
+    : QAbstractTableModel(parent), stats_(std::move(stats)) {
+  // one unit a time column (tester60a F5: "1.25 s, 1.30 s, 989.70 ms, 1.01 s" in one column)
+  for (int c : {Compute, Comm, ExposedComm, Idle}) {
+    double least = std::numeric_limits<double>::max(), most = 0;
+    for (const auto& r : stats_.ranks) {
+      const int64_t v = c == Compute ? r.compute_ns : c == Comm ? r.comm_ns : c == ExposedComm ? r.exposed_comm_ns : r.idle_ns;
+      const double a = std::abs(static_cast<double>(v));
+      if (a > 0) least = std::min(least, a);
+      most = std::max(most, a);
+    }
+    if (most == 0) continue;  // all 0: each reads "0 ns"
+    unit_[c] = sessions::duration_unit(least);
+    if (most / unit_[c].ns >= 1e5) unit_[c] = sessions::duration_unit(most);  // not "2500000.00 ms"
+  }
+}
 
 QVariant RankStatsModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
   const auto& r = stats_.ranks[static_cast<size_t>(index.row())];
   auto dur = [&](int64_t ns) -> QVariant {
-    return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(ns) : QString::fromStdString(format_duration(ns));
+    if (role == Qt::UserRole) return QVariant::fromValue<qlonglong>(ns);
+    const sessions::DurationUnit& u = unit_[index.column()];
+    if (u.ns <= 1) return QString::fromStdString(format_duration(ns));
+    return QString::fromStdString(fmt::format("{:.{}f} {}", static_cast<double>(ns) / u.ns, u.decimals, u.name));
   };
   auto bytes = [&](int64_t b) -> QVariant {
     return role == Qt::UserRole ? QVariant::fromValue<qlonglong>(b) : QString::fromStdString(sessions::format_bytes(b));

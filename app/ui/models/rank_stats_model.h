@@ -6,6 +6,7 @@
 #include <QAbstractTableModel>
 
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/model/unit_ladder.h"
 
 namespace embedscope::ui {
 
@@ -15,13 +16,15 @@ class RankStatsModel : public QAbstractTableModel {
  public:
   enum Column { Rank, Compute, Comm, ExposedComm, Idle, Overlap, IdsLookedUp, BytesSent, BytesReceived, PeakAllocated, PeakReserved,
                 Fragmentation, ColumnCount };
-  explicit RankStatsModel(sessions::RunStats stats, QObject* parent = nullptr)
-      : QAbstractTableModel(parent), stats_(std::move(stats)) {}
+  explicit RankStatsModel(sessions::RunStats stats, QObject* parent = nullptr);
   int rowCount(const QModelIndex& parent = {}) const override {
     return parent.isValid() ? 0 : static_cast<int>(stats_.ranks.size());
   }
   int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
-  /// DisplayRole: formatted text; Qt::UserRole: the raw number (ns, bytes, percent). Not
+  /// DisplayRole: formatted text, a time column's every row in one unit (the unit of its least
+  /// non-zero value, "989.70 ms" beside "1253.03 ms", as `stats` prints them - not "1.25 s" beside
+  /// "989.70 ms"; the largest value's unit where that would need more than 5 digits before the
+  /// point); Qt::UserRole: the raw number (ns, bytes, percent). Not
   /// measured - the memory columns of a session without memory counters (RunStats::has_memory),
   /// the others (but the rank) of one without a completed measured step - reads "-" (UserRole:
   /// a null QVariant).
@@ -41,6 +44,7 @@ class RankStatsModel : public QAbstractTableModel {
  private:
   sessions::RunStats stats_;
   bool bytes_unknown_ = false;
+  sessions::DurationUnit unit_[ColumnCount] = {};  ///< a time column's unit (ns: format_duration's own)
   QString fragmentation_label_;
 };
 

@@ -1,6 +1,8 @@
 // embedscope-ui: the Qt workbench.
 // Usage: embedscope-ui [SESSION.db | TRACE ...]   (a trace is imported first, in the background)
 //        embedscope-ui SESSION.db... --screenshot FILE.png   the window, rendered, then exit
+//            [--page NAME] [--size WxH]                      (its page NAME, at W x H px; default
+//                                                            the tab's first page at 1280x800)
 //        embedscope-ui --report SESSION.db -o DIR            every view to DIR/*.png + index.html
 //                                                            (a scaling study JSON: its one page)
 //                                                            (the memory view with its Replay run and
@@ -46,6 +48,7 @@
 #include "shell/main_window.h"
 #include "shell/report_layout.h"
 #include "shell/report_staging.h"
+#include "shell/screenshot_options.h"
 #include "shell/session_tab.h"
 #include "timeline/step_box.h"
 #include "timeline/timeline_view.h"
@@ -449,7 +452,11 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::printf("usage: embedscope-ui [SESSION.db ...]              open sessions in the workbench\n"
-                  "       embedscope-ui SESSION.db... --screenshot FILE.png\n"
+                  "       embedscope-ui SESSION.db... --screenshot FILE.png [--page NAME] [--size WxH]\n"
+                  "                                                     the window as an image: page NAME of the\n"
+                  "                                                     tab (Summary, Load, Memory; a comparison's\n"
+                  "                                                     Figures, Timelines, Memory) at W x H px\n"
+                  "                                                     (default: its first page, 1280x800)\n"
                   "       embedscope-ui --report SESSION.db -o DIR [--force-overwrite]\n"
                   "                                                     every view as PNG + index.html (an earlier\n"
                   "                                                     report's pages are replaced; other files of\n"
@@ -475,7 +482,8 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName("Embedscope");
   QApplication::setOrganizationName("Embedscope");
   embedscope::ui::MainWindow w;
-  QString screenshot, report_session, report_dir, scenario, scenario_sessions;
+  QString screenshot, report_session, report_dir, scenario, scenario_sessions, page;
+  std::optional<QSize> size;
   QStringList sessions;
   bool compare = false, report_flag = false, overwrite = false;
   const QStringList args = QApplication::arguments().mid(1);
@@ -487,6 +495,13 @@ int main(int argc, char** argv) {
     };
     if (a == "--screenshot") {
       if ((screenshot = value()).isEmpty()) return fail("--screenshot needs a file name");
+    } else if (a == "--page") {
+      if ((page = value()).isEmpty()) return fail("--page needs a page name (Timeline, Summary, Load, Memory, ...)");
+    } else if (a == "--size") {
+      const QString v = value();
+      if (v.isEmpty()) return fail("--size needs a window size, WIDTHxHEIGHT, e.g. --size 1280x800");
+      if (!(size = embedscope::ui::parse_window_size(v)))
+        return fail("--size " + v + ": not a window size; give WIDTHxHEIGHT in px, 200 to 10000 each, e.g. 1280x800");
     } else if (a == "--report") {
       report_flag = true;  // its session: the next argument, or (with --compare) the sessions compared
       report_session = value();
@@ -506,6 +521,10 @@ int main(int argc, char** argv) {
       sessions << a;
     }
   }
+  // the page and size of a screenshot; a report renders every page at its own size
+  if ((!page.isEmpty() || size) && screenshot.isEmpty())
+    return fail(QString("%1 goes with --screenshot FILE.png (a report renders every page, 1600 px wide)")
+                    .arg(!page.isEmpty() ? "--page" : "--size"));
   // two outputs of one run: the screenshot was ignored beside a report (tester48 F14.11)
   if (report_flag && !screenshot.isEmpty())
     return fail(QString("--screenshot %1 and --report write different outputs (one window image; every page as PNG + "
@@ -598,6 +617,9 @@ int main(int argc, char** argv) {
     if (const QString err = w.open_scenario(scenario, scenario_sessions, batch); batch && !err.isEmpty())
       return fail(err);
   }
+  if (!page.isEmpty())
+    if (const QString err = embedscope::ui::show_page(w, page); !err.isEmpty()) return fail(err);
+  if (size) w.resize(*size);
   w.show();
   if (batch) {
     QApplication::processEvents();

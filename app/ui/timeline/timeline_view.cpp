@@ -71,6 +71,9 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   fit_step->setEnabled(!steps.empty());
   step_box_->setEnabled(!steps.empty());
   if (steps.empty()) step_box_->setToolTip("no step was recorded (the run ended before its first step ended)");
+  // wraps in a narrow window ("1 warm-up step left of the view (Shift+F or All shows them)" in one
+  // line held the window 1226 px wide, past a 1000x650 one)
+  view_note_->setWordWrap(true);
   bar->addWidget(view_note_);
   bar->addSpacing(16);
   search_->setPlaceholderText("find op by name (Ctrl+F)");

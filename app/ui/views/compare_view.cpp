@@ -64,13 +64,20 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
 
   // Figures: analysed off the GUI thread (each session through a reader of its own), then the
   // table and the two charts side by side
-  figures_ = new QWidget(pages_);
+  // the page scrolls inside its tab rather than raise the window's minimum height (its table, notes
+  // and two charts held a scenario's window at 1379x1042, past a 1280x800 laptop's screen)
+  auto* figures_scroll = new QScrollArea(pages_);
+  figures_scroll->setObjectName("compare_figures_scroll");
+  figures_scroll->setFrameShape(QFrame::NoFrame);
+  figures_scroll->setWidgetResizable(true);
+  figures_ = new QWidget(figures_scroll);
+  figures_scroll->setWidget(figures_);
   auto* fl = new QVBoxLayout(figures_);
   status_ = new QLabel(QString("Analysing %1 sessions (step times, overlap, memory)...").arg(sessions.size()), figures_);
   status_->setAlignment(Qt::AlignCenter);
   status_->setWordWrap(true);
   fl->addWidget(status_);
-  pages_->addTab(figures_, "Figures");
+  pages_->addTab(figures_scroll, "Figures");
   std::vector<std::string> paths;
   for (const auto& s : sessions) paths.push_back(s.session->path());
   struct Figures {  // each session's figures, its throughput in its own unit (samples, tokens), its GPU lines
@@ -121,9 +128,10 @@ CompareView::CompareView(const std::vector<LabelledSession>& sessions, int64_t a
   step_box->setValue(static_cast<int>(std::clamp(align_step, first, last)));
   bar->addWidget(new QLabel("align on step", tl));
   bar->addWidget(step_box);
-  bar->addWidget(new QLabel("(it starts at 0 in every timeline; zoom or pan one and all follow; "
-                            "red: exposed communication, light red: hidden under compute)", tl));
-  bar->addStretch(1);
+  auto* how = new QLabel("(it starts at 0 in every timeline; zoom or pan one and all follow; "
+                         "red: exposed communication, light red: hidden under compute)", tl);
+  how->setWordWrap(true);  // in one line it held the page 1027 px wide
+  bar->addWidget(how, 1);
   tll->addLayout(bar);
   auto* scroll = new QScrollArea(tl);
   stack_ = new TimelineStack(sessions, step_box->value(), scroll);

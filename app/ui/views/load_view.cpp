@@ -86,15 +86,22 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
   plot->plotLayout()->addElement(1, 0, rect);
   auto* map = new QCPColorMap(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
   const int cols = std::max<int>(1, static_cast<int>(columns.size()));
-  map->data()->setSize(cols, std::max(ranks, 1));
-  map->data()->setRange(QCPRange(0, cols - 1), QCPRange(0, std::max(ranks, 1) - 1));
+  const int rows = std::max(ranks, 1);
+  // QCPColorMap draws a cell half the distance to its neighbour wide, so a map of one column (one
+  // measured step) or one rank drew nothing: such an axis holds two half-width cells of the same
+  // value, at -0.25 and +0.25, which together cover -0.5..0.5 as one cell would
+  const int key_cells = cols == 1 ? 2 : cols, value_cells = rows == 1 ? 2 : rows;
+  map->data()->setSize(key_cells, value_cells);
+  map->data()->setRange(cols == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, cols - 1),
+                        rows == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, rows - 1));
   double top = 0;
   for (int c = 0; c < static_cast<int>(columns.size()); ++c)
     for (int r = 0; r < ranks; ++r) {
       const bool here = !held || held(r, c);
       const double v = here ? value(r, c) : std::numeric_limits<double>::quiet_NaN();
       if (here) top = std::max(top, v);
-      map->data()->setCell(c, r, v);
+      for (int kc = c; kc < (cols == 1 ? 2 : c + 1); ++kc)
+        for (int vr = r; vr < (rows == 1 ? 2 : r + 1); ++vr) map->data()->setCell(kc, vr, v);
     }
   auto* scale = new QCPColorScale(plot);
   plot->plotLayout()->addElement(1, 1, scale);
@@ -126,19 +133,19 @@ void fill_heatmap(QCustomPlot* plot, const QString& title, const QStringList& co
   rect->axis(QCPAxis::atLeft)->setTicker(integer_ticker());
   if (ticks.empty()) rect->axis(QCPAxis::atBottom)->setTicker(integer_ticker());  // column indices
   QObject::disconnect(plot, &QCustomPlot::mouseMove, nullptr, nullptr);
-  QObject::connect(plot, &QCustomPlot::mouseMove, plot, [plot, map, columns, metric](QMouseEvent* e) {
+  QObject::connect(plot, &QCustomPlot::mouseMove, plot, [plot, map, columns, metric, cols, rows](QMouseEvent* e) {
     double key = 0, val = 0;
     map->pixelsToCoords(e->position(), key, val);
     const int c = static_cast<int>(std::lround(key)), r = static_cast<int>(std::lround(val));
-    if (c < 0 || r < 0 || c >= map->data()->keySize() || r >= map->data()->valueSize()) {
+    if (c < 0 || r < 0 || c >= cols || r >= rows) {
       QToolTip::hideText();
       return;
     }
+    const double v = map->data()->data(key, val);  // the cell under the pointer (also a doubled one)
     QToolTip::showText(e->globalPosition().toPoint(),
                        QString("rank %1, %2\n%3: %4").arg(r).arg(c < columns.size() ? columns[c] : QString::number(c))
                            .arg(metric)
-                           .arg(std::isnan(map->data()->cell(c, r)) ? QString("no such shard on this rank")
-                                                                   : QString::number(map->data()->cell(c, r), 'f', 0)),
+                           .arg(std::isnan(v) ? QString("no such shard on this rank") : QString::number(v, 'f', 0)),
                        plot);
   });
   follow_palette(plot);
@@ -614,13 +621,15 @@ void LoadView::draw() {
     // a step between two bands is a point of its own: drawn as one, not only as a line's end
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 6));
   }
+  if (x.size() == 1) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 8));  // one step: no line, a point
   imbalance_plot_->xAxis->setLabel("step");
   imbalance_plot_->xAxis->setTicker(integer_ticker());
   imbalance_plot_->yAxis->setLabel("imbalance (max / mean)");
   // the steps' range, and from 0 to a tenth over the largest ratio (a flat line's range was
   // centred on it, 0.9..5.9 for a constant 3.4); the bands reach up to the chart's top
-  if (!x.isEmpty()) imbalance_plot_->xAxis->setRange(x.front() - (none.isEmpty() ? 0.0 : 0.5),
-                                                     std::max(x.back() + (none.isEmpty() ? 0.0 : 0.5), x.front() + 1));
+  // (one step: centred, half a step either side, not on the chart's left edge)
+  const double pad = none.isEmpty() && x.size() > 1 ? 0.0 : 0.5;
+  if (!x.isEmpty()) imbalance_plot_->xAxis->setRange(x.front() - pad, x.back() + pad);  // steps are distinct
   double top = 1.0;
   for (double v : y)
     if (std::isfinite(v)) top = std::max(top, v);

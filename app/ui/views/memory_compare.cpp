@@ -50,9 +50,15 @@ QString oom_legend_entry(const QString& name, const std::vector<int64_t>& oom_st
   return QString("%1: OOM in %2").arg(name, when.join(", "));
 }
 
-QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step) {
+QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step, int64_t last_step) {
   if (shown.reason == "oom") return QString("the layout at its OOM in %1").arg(step_name(shown.step));
   if (shown.step == step) return QString("snapshot of %1").arg(step_name(step));
+  // a shorter session: its own last step, never one it did not have (tester60a F1)
+  if (step > last_step && last_step >= shown.step) {
+    const QString none = QString(" (it has no %1)").arg(step_name(step));
+    if (shown.step == last_step) return QString("snapshot of its last step %1%2").arg(last_step).arg(none);
+    return QString("the layout of %1, unchanged up to its last step %2%3").arg(step_name(shown.step)).arg(last_step).arg(none);
+  }
   // snapshots are taken when the layout changes (FORMAT.md)
   return QString("the layout of %1, unchanged up to %2").arg(step_name(shown.step), step_name(step));
 }
@@ -87,9 +93,11 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   std::set<int32_t> ranks;
   int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
   for (const auto& s : sessions) {
-    entries_.push_back({s, s.session->memory_counters(), s.session->memory_snapshots(), {}});
+    entries_.push_back({s, s.session->memory_counters(), s.session->memory_snapshots(), {}, {}});
     for (const auto& c : entries_.back().counters) {
       ranks.insert(c.rank);
+      entries_.back().ranks.insert(c.rank);
+      entries_.back().last_step = std::max(entries_.back().last_step, c.step);
       first = std::min(first, c.step);
       last = std::max(last, c.step);
     }
@@ -104,12 +112,15 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   top->addWidget(rank_box_);
   top->addWidget(new QLabel("blocks at the end of step", this));
   top->addWidget(step_box_);
-  top->addWidget(new QLabel("(solid: allocated, dashed: reserved, dotted: fragmentation, right axis; "
-                            "\"B = A\": B's lines are A's, drawn over them)", this));
-  top->addStretch(1);
+  auto* key = new QLabel("(solid: allocated, dashed: reserved, dotted: fragmentation, right axis; "
+                         "\"B = A\": B's lines are A's, drawn over them)", this);
+  key->setWordWrap(true);  // in one line it held the window 1047 px wide
+  top->addWidget(key, 1);
   layout->addLayout(top);
   // tester43 F13: a 620 MiB weights block left the 2 and 20 MiB segments 1-3 px wide (one blue bar a map)
-  cut_box_ = new QCheckBox("cut a block that dwarfs the other segments (e.g. the weights) so the small segments show", this);
+  // (a check box's text does not wrap: short, the rest in its tool tip; its full text held the page 569 px wide)
+  cut_box_ = new QCheckBox("cut a block that dwarfs the others", this);
+  cut_box_->setToolTip("cut a block that dwarfs the other segments (e.g. the weights) so the small segments show");
   cut_box_->setObjectName("memory_compare_cut");
   cut_box_->setChecked(true);
   plot_->setMinimumSize(320, 200);
@@ -285,12 +296,12 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
     const MapFigures f = map_figures(blocks[i]);
     map_labels_[i]->setText(
         shown[i] ? QString("<span style=\"color:%1\">&#9632;</span> <b>%2</b>: rank %3, %4: "
-                           "%5 segments, %6 reserved, %7 allocated%11; %8 free in segments, largest free block %9, "
+                           "%5, %6 reserved, %7 allocated%11; %8 free in segments, largest free block %9, "
                            "fragmentation %10%")
                        .arg(session_color(i).name(), entries_[i].s.label.toHtmlEscaped())
                        .arg(rank)
-                       .arg(snapshot_when(*shown[i], step))
-                       .arg(f.segments)
+                       .arg(snapshot_when(*shown[i], step, entries_[i].last_step))
+                       .arg(f.segments == 1 ? QString("1 segment") : QString("%1 segments").arg(f.segments))
                        .arg(QString::fromStdString(sessions::format_bytes(f.reserved)),
                             QString::fromStdString(sessions::format_bytes(f.allocated)),
                             QString::fromStdString(sessions::format_bytes(f.free)),
@@ -300,10 +311,7 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
                                 ? QString(" (and %1 in blocks whose free is pending)")
                                       .arg(QString::fromStdString(sessions::format_bytes(f.pending_free)))
                                 : QString())
-                 : QString("<b>%1</b>: no snapshot of rank %2 at or before step %3")
-                       .arg(entries_[i].s.label.toHtmlEscaped())
-                       .arg(rank)
-                       .arg(step));
+                 : QString("<b>%1</b>: %2").arg(entries_[i].s.label.toHtmlEscaped(), no_map_text(i, rank, step, false)));
     maps_[i]->set_cut_big_blocks(cut);
     maps_[i]->set_blocks(std::move(blocks[i]), map_width_);
   }
@@ -316,6 +324,23 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
 
 namespace embedscope::ui {
 
+QString MemoryCompare::no_map_text(size_t i, int32_t rank, int64_t step, bool short_form) const {
+  const Entry& e = entries_[i];
+  // a session of fewer ranks has no such rank: said so, not "no snapshot" (tester60a F1)
+  if (!e.ranks.empty() && !e.ranks.count(rank) &&
+      std::none_of(e.snapshots.begin(), e.snapshots.end(), [rank](const auto& s) { return s.rank == rank; })) {
+    if (short_form) return QString("no rank %1").arg(rank);
+    const bool whole = *e.ranks.rbegin() - *e.ranks.begin() + 1 == static_cast<int32_t>(e.ranks.size());
+    return QString("no rank %1 (%2 has %3)")
+        .arg(rank)
+        .arg(e.s.label.toHtmlEscaped(),
+             e.ranks.size() == 1 ? QString("only rank %1").arg(*e.ranks.begin())
+             : whole             ? QString("ranks %1-%2").arg(*e.ranks.begin()).arg(*e.ranks.rbegin())
+                                 : QString("%1 ranks").arg(e.ranks.size()));
+  }
+  return short_form ? QString("no snapshot") : QString("no snapshot of rank %1 at or before step %2").arg(rank).arg(step);
+}
+
 void MemoryCompare::fill_devices(int64_t step) {
   for (int row = 0; row < devices_->rowCount(); ++row) {
     const int32_t rank = devices_->verticalHeaderItem(row)->text().mid(5).toInt();
@@ -323,7 +348,7 @@ void MemoryCompare::fill_devices(int64_t step) {
     std::vector<double> frag(entries_.size(), -1);
     for (size_t i = 0; i < entries_.size(); ++i) {
       const auto* shown = snapshot_at(entries_[i].snapshots, rank, step);
-      QString text = "no snapshot";
+      QString text = no_map_text(i, rank, step, true);
       if (shown) {
         auto it = entries_[i].figures.find(shown->id);
         if (it == entries_[i].figures.end())

@@ -6,7 +6,9 @@
 
 #include <QWidget>
 
+#include <limits>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "models/labelled_session.h"
@@ -40,8 +42,12 @@ QString oom_legend_entry(const QString& name, const std::vector<int64_t>& oom_st
 
 /// When the map shown for `step` was taken, as the map's caption says it: "snapshot of step 19",
 /// "the layout of the warm-up (before measured step 0), unchanged up to step 19" (snapshots are
-/// written only when the layout changed), "the layout at its OOM in step 4".
-QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step);
+/// written only when the layout changed), "the layout at its OOM in step 4". `last_step`: the
+/// session's own last step (its memory counters'); a `step` past it is not claimed: "the layout of
+/// step 3, unchanged up to its last step 9 (it has no step 19)", "snapshot of its last step 9 (it
+/// has no step 19)" (a shorter session compared with a longer one).
+QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step,
+                      int64_t last_step = std::numeric_limits<int64_t>::max());
 
 /// The figures a map's caption gives (bytes): reserved (sum of its segments), allocated blocks
 /// (not pending: the figure of the chart, `stats` and memory_counters), blocks whose free is
@@ -93,7 +99,12 @@ class MemoryCompare : public QWidget {
     std::vector<sessions::MemoryCounter> counters;
     std::vector<sessions::MemorySnapshot> snapshots;
     std::map<int64_t, MapFigures> figures;  ///< by snapshot id, read once
+    std::set<int32_t> ranks;                 ///< the ranks its counters hold
+    int64_t last_step = std::numeric_limits<int64_t>::min();  ///< its counters' last step
   };
+  /// "no rank 2 (B has ranks 0-1)" where entry `i` has no such rank, else "no snapshot of rank R
+  /// at or before step S" (`short_form`: "no rank 2" / "no snapshot", for the devices table).
+  QString no_map_text(size_t i, int32_t rank, int64_t step, bool short_form) const;
   void fill_devices(int64_t step);
   std::vector<Entry> entries_;
   QComboBox* rank_box_;

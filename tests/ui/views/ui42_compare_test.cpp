@@ -146,7 +146,7 @@ TEST(Ui42MemoryCompare, WarmupSnapshotIsNamedAsTheWarmup) {
   mc.show(0, 2);
   QString text;
   for (auto* l : mc.findChildren<QLabel*>()) text += l->text() + "\n";
-  EXPECT_TRUE(text.contains("rank 0, the layout of the warm-up (before measured step 0), unchanged up to step 2: 1 segments"))
+  EXPECT_TRUE(text.contains("rank 0, the layout of the warm-up (before measured step 0), unchanged up to step 2: 1 segment,"))
       << text.toStdString();
   EXPECT_FALSE(text.contains("step -1")) << text.toStdString();
   EXPECT_EQ(mc.plot()->xAxis->label().toStdString(), "step (-1: the warm-up, before measured step 0)");

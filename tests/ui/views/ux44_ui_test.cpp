@@ -343,7 +343,7 @@ TEST(Ux44MemoryCompare, TwoWarmUpStepsAndTheCaptionSaysUpToWhichStep) {
   EXPECT_EQ(mc.plot()->xAxis->label().toStdString(), "step (-2..-1: the warm-up steps, before measured step 0)");
   QString text;
   for (auto* l : mc.findChildren<QLabel*>()) text += l->text() + "\n";
-  EXPECT_TRUE(text.contains("the layout of the warm-up (before measured step 0), unchanged up to step 1: 1 segments"))
+  EXPECT_TRUE(text.contains("the layout of the warm-up (before measured step 0), unchanged up to step 1: 1 segment,"))
       << text.toStdString();
 }
 
