@@ -37,8 +37,7 @@ std::string straggler_db() {
 }
 }  // namespace
 
-// Durations 200, 300 (name 1, computation), 100 (name 2, communication), -1000 ns (name 3: a
-// sub-us event HTA's rounding gave a negative length, counted as HTA counts it): total -400 ns.
+// Durations 200, 300 (name 1, computation) and 100 ns (name 2, communication): total 600 ns.
 TEST(Ana60KernelBreakdown, PerNameAndTypeFromSpans) {
   const std::vector<ss::GpuSpan> spans = {{0, 200, KernelClass::computation, 1},
                                           {1000, 1300, KernelClass::computation, 1},
