@@ -74,18 +74,18 @@ TEST(Ana60KernelBreakdown, StragglerTraceByHand) {
   EXPECT_TRUE(has(r.out, "  computation            4     800.0 us   69.6%\n"
                          "  communication          2     350.0 us   30.4%\n"))
       << r.out;
-  EXPECT_TRUE(has(r.out, "  gemm_kernel_a                          computation          2     500.0 us   43.5%    250.0 us "
-                         "   200.0 us    300.0 us\n"
-                         "  ncclKernel_AllReduce_RING_LL_Sum_float communication        2     350.0 us   30.4%    175.0 us "
-                         "   100.0 us    250.0 us\n"
-                         "  gemm_kernel_b                          computation          2     300.0 us   26.1%    150.0 us "
-                         "   150.0 us    150.0 us\n"))
+  EXPECT_TRUE(has(r.out, "  gemm_kernel_a                          computation        2   500.0 us   43.5%   250.0 us "
+                         "  200.0 us   300.0 us\n"
+                         "  ncclKernel_AllReduce_RING_LL_Sum_float communication      2   350.0 us   30.4%   175.0 us "
+                         "  100.0 us   250.0 us\n"
+                         "  gemm_kernel_b                          computation        2   300.0 us   26.1%   150.0 us "
+                         "  150.0 us   150.0 us\n"))
       << r.out;
   EXPECT_FALSE(has(r.out, "... and 0 more")) << r.out;
   // --top 2: the third kernel in one line with its share
   r = breakdown_cli("stats --top 2 " + straggler_db());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "    100.0 us    250.0 us\n  ... and 1 more (share 26.1%; --top 0 lists all, --json has every row)\n"))
+  EXPECT_TRUE(has(r.out, "   100.0 us   250.0 us\n  ... and 1 more (share 26.1%; --top 0 lists all, --json has every row)\n"))
       << r.out;
   r = breakdown_cli("stats --json --top 1 " + straggler_db());
   ASSERT_EQ(r.code, 0) << r.err;
