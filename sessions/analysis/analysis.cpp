@@ -95,6 +95,7 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
   std::map<int32_t, CriticalPathEntry> entries;           // by name_id (-1: gaps)
   std::map<int32_t, std::map<int32_t, int64_t>> by_rank;  // name_id -> rank -> ns
   std::map<int32_t, CollectiveTimes> colls;
+  std::map<int32_t, RankPeerWait> waits;                  // by rank
   for (const auto& [step, per_rank] : windows) ops_of_step[step];  // a window without an op: one gap
   for (const auto& [step, ops] : ops_of_step) {
     const auto& step_colls = colls_of_step[step];
@@ -157,10 +158,14 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
         kept.reserve(ops.size());
         for (const auto& o : ops)
           if (timed(o)) kept.push_back(o);
-        add_collective_times(kept, collective_instances(kept, step_colls), colls, step_colls, &compute);
+        const auto instances = collective_instances(kept, step_colls);
+        add_collective_times(kept, instances, colls, step_colls, &compute);
+        add_peer_waits(kept, instances, waits);
         move_split_checks(kept, step_colls, name_of, colls);  // tester51 F4: the checks on their own
       } else {
-        add_collective_times(ops, collective_instances(ops, step_colls), colls, step_colls, &compute);
+        const auto instances = collective_instances(ops, step_colls);
+        add_collective_times(ops, instances, colls, step_colls, &compute);
+        add_peer_waits(ops, instances, waits);
         move_split_checks(ops, step_colls, name_of, colls);
       }
     }
@@ -174,6 +179,7 @@ void critical_path_summary(const std::vector<CollectiveRecord>& collectives, std
   }
   std::stable_sort(st.critical_path.begin(), st.critical_path.end(), [](auto& a, auto& b) { return a.ns > b.ns; });
   for (const auto& [id, c] : colls) st.collectives.push_back(c);
+  for (const auto& [rank, w] : waits) st.peer_waits.push_back(w);
   std::stable_sort(st.collectives.begin(), st.collectives.end(), [](auto& a, auto& b) { return a.exposed_ns > b.exposed_ns; });
 }
 }  // namespace

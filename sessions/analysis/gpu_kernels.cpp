@@ -91,7 +91,7 @@ RankKernelFigures kernel_figures(const std::vector<GpuSpan>& spans) {
   return f;
 }
 
-std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const GpuKernelOptions& opt) {
+std::vector<RankGpuEvents> kept_gpu_events(const SessionReader& r, const GpuKernelOptions& opt) {
   const auto lanes = r.lanes();
   std::set<std::pair<int32_t, int32_t>> stream_lanes;
   for (const auto& l : lanes)
@@ -139,7 +139,7 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
       }
     }
   });
-  std::vector<RankKernelFigures> out;
+  std::vector<RankGpuEvents> out;
   for (auto& [rank, ro] : by_rank) {
     if (ro.gpu.empty()) continue;
     // The rank's last step: HTA's last_profiler_start / last_profiler_end.
@@ -171,6 +171,7 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
                             : o.category == OpCategory::memcpy ? KernelClass::memory
                                                                : importers::kernel_class(r.name(o.name_id));
       GpuSpan s = rounded ? hta_round(o.start_ns + origin, o.end_ns + origin, k) : GpuSpan{o.start_ns, o.end_ns, k};
+      s.name_id = o.name_id;
       if (filter) {
         int64_t launch = s.start;  // a GPU event without a launch is judged by its own start
         if (imported && o.correlation) {
@@ -190,7 +191,7 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
       }
       spans.push_back(s);
     }
-    RankKernelFigures f = kernel_figures(spans);
+    RankKernelFigures f;
     f.rank = rank;
     f.dropped_events = dropped;
     f.dropped_no_launch = dropped_no_launch;
@@ -198,6 +199,22 @@ std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const 
     f.warmup_events = warmup;
     f.microsecond_rounding = rounded;
     f.last_step_rule = filter;
+    out.push_back({f, std::move(spans)});
+  }
+  return out;
+}
+
+std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& r, const GpuKernelOptions& opt) {
+  std::vector<RankKernelFigures> out;
+  for (auto& e : kept_gpu_events(r, opt)) {
+    RankKernelFigures f = kernel_figures(e.spans);
+    f.rank = e.counters.rank;
+    f.dropped_events = e.counters.dropped_events;
+    f.dropped_no_launch = e.counters.dropped_no_launch;
+    f.dropped_last_step = e.counters.dropped_last_step;
+    f.warmup_events = e.counters.warmup_events;
+    f.microsecond_rounding = e.counters.microsecond_rounding;
+    f.last_step_rule = e.counters.last_step_rule;
     out.push_back(f);
   }
   return out;

@@ -43,6 +43,8 @@
 #include "output/step_notes_text.h"
 #include "output/output.h"
 #include "output/rebalance_text.h"
+#include "stats_tables.h"
+#include "embedscope/sessions/analysis/kernel_breakdown.h"
 
 namespace embedscope::cli {
 
@@ -227,7 +229,7 @@ std::string hot_rows_text(const std::string& meta, int64_t steps,
   return out;
 }
 
-int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
+int cmd_stats(const std::string& file, bool as_json, bool keep_last_step, int64_t top) {
   // a killed run's session lives in FILE.db + FILE.db-wal: the first reader that may write folds
   // it into FILE.db, only where no writer is alive (tester41 #11)
   // a -wal with bytes SQLite cannot read (damaged, cut short: tester47 F11) is kept as FILE.db-wal.damaged
@@ -248,6 +250,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
   const ss::SessionReader& session = *opened;
   const ss::RunStats st = ss::analyze(session);
   const auto kernels = ss::gpu_kernel_figures(session, {keep_last_step});
+  // HTA's get_gpu_kernel_breakdown over the same GPU events (tester60c F6)
+  const ss::KernelBreakdown breakdown = ss::gpu_kernel_breakdown(session, {keep_last_step});
   const auto problems = session.import_stats();
   const bool imported = session.meta("imported") == "1";
   // tester51 F11: an Embedscope session's figures are exact ns; HTA reads its kineto export
@@ -299,7 +303,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
            // null without load counters (an imported trace): not measured, not balanced
            {"imbalance", {{"lookups_max_over_mean", st.has_load ? json(st.lookups_max_over_mean) : json()},
                           {"lookup_time_max_over_mean", st.lookup_time_max_over_mean ? json(*st.lookup_time_max_over_mean)
-                                                                                     : json(nullptr)}}},
+                                                                                     : json(nullptr)},
+                          // false: an imported trace, whose imbalance is in peer_waits (tester60c F2)
+                          {"load_counters", st.has_load}}},
            {"loss", st.loss},
            // null where no memory was recorded, as the text's "none recorded" and compare --json
            // (snap54, tester54 F9: an imported trace's 0)
@@ -452,6 +458,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                         {"device_rank_fallbacks",
                          std::atoll(session.meta(ss::meta::kCuptiDeviceRankFallbacks, "0").c_str())}};
     if (!kernels.empty()) j["gpu_kernels"] = gpu_kernels_json(kernels, keep_last_step, on_export);
+    if (breakdown.events > 0) j["gpu_kernel_breakdown"] = kernel_breakdown_json(breakdown, session);
+    // each rank's waits for its peers and the straggler (tester60c F2), over the counted steps
+    j["peer_waits"] = peer_waits_json(st, st.whole_trace ? 1 : st.counted_steps());
     if (!memory.empty()) j["memory"] = memory_json(memory);
     if (!flight.empty()) j["flight_recorder"] = flight_recorder_json(flight);
     if (imported) {
@@ -495,9 +504,11 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     if (const std::string t = ss::exported_run_text(st); !t.empty()) std::cout << fmt::format("source run   {}\n", t);
   }
   // the kernel heading names warm-up steps only where the run had some (ux41 #9)
-  const std::string kernel_text = gpu_kernels_text(
-      kernels, keep_last_step, imported ? -1 : std::strtoll(session.meta(ss::meta::kWarmupSteps, "-1").c_str(), nullptr, 10),
-      on_export);
+  const std::string kernel_text =
+      gpu_kernels_text(kernels, keep_last_step,
+                       imported ? -1 : std::strtoll(session.meta(ss::meta::kWarmupSteps, "-1").c_str(), nullptr, 10),
+                       on_export) +
+      kernel_breakdown_text(breakdown, session, top);
   if (!session.meta("end_message").empty()) std::cout << fmt::format("             {}\n", session.meta("end_message"));
   const auto per_step = step_size(session.meta("workload_json"), st.samples_per_step);
   if (imported)  // a trace has no workload: its ranks (world size as the trace says) and profiler steps
@@ -597,12 +608,13 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                              st.whole_trace ? std::string(" (the whole trace)")
                                             : fmt::format(" ({} per step)", ms(st.exposed_comm_ns / counted)));
   std::cout << ss::gpu_run_text(session, st);
-  if (imported)  // a trace has kernels and collectives, not the ids each rank looked up
-    std::cout << "imbalance    none: a trace has no ids looked up (no load counters)\n\n";
+  if (imported)  // a trace has kernels and collectives, not the ids each rank looked up (tester60c F2: not "none")
+    std::cout << "imbalance    " << no_load_imbalance_text(st) << "\n";
   else
-    std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time {}\n\n", st.lookups_max_over_mean,
+    std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time {}\n", st.lookups_max_over_mean,
                              st.lookup_time_max_over_mean ? fmt::format("max/mean {:.2f}", *st.lookup_time_max_over_mean)
                                                           : std::string("not recorded (no rank's load counters hold a lookup time)"));
+  std::cout << straggler_line(st, counted) << "\n";  // who kept the others waiting in collectives (tester60c F2)
   std::cout << ss::unequal_rank_steps_text(st);  // a killed rank's shorter session (tester49 F14)
   std::cout << rebalances_text(ss::rebalance_effects(session), session.plan_changes());
   std::cout << fmt::format("{:<5} {:>11} {:>11} {:>13} {:>11} {:>9} {:>14} {:>12} {:>14}\n", "rank", "compute", "comm",
@@ -690,17 +702,15 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
     return n.substr(0, kMaxName / 2 - 2) + "..." + n.substr(n.size() - (kMaxName - kMaxName / 2 - 1));
   };
   size_t w = 28;
-  for (const auto& e : st.critical_path)
-    if (e.name_id >= 0) w = std::max(w, shown(e.name_id).size());
+  for (size_t i = 0; i < st.critical_path.size() && (top <= 0 || static_cast<int64_t>(i) < top); ++i)  // the rows shown
+    if (st.critical_path[i].name_id >= 0) w = std::max(w, shown(st.critical_path[i].name_id).size());
   for (const auto& c : st.collectives)
     w = std::max(w, shown(c.name_id).size() + (c.check_count > 0 ? std::string_view("/split_check").size() : 0));
   std::cout << fmt::format("  {:<{}} {:<10} {:>11} {:>7} {:>9} {:>14}\n", "op", w, "category", "on path", "share",
                            "top rank", "steps bounded");
-  for (const auto& e : st.critical_path)
-    std::cout << fmt::format("  {:<{}} {:<10} {:>11} {:>6.1f}% {:>9} {:>14}\n",
-                             e.name_id < 0 ? std::string("(gap: untraced)") : shown(e.name_id), w,
-                             e.name_id < 0 ? "-" : ss::to_string(e.category), ms(e.ns), 100 * e.share, e.top_rank,
-                             e.steps_bounded);
+  // the top rows by share, the rest in one line (tester60c F7: 244 rows of a real trace); --json has all
+  std::cout << critical_path_rows_text(
+      st, [&](int32_t id) { return id < 0 ? std::string("(gap: untraced)") : shown(id); }, w, top);
   if (!st.collectives.empty()) {
     std::cout << (st.stream_ranks && !imported
                       ? "\ncollectives, per step (summed over ranks; the host threads' spans: the GPU copies and "
@@ -731,6 +741,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step) {
                                  "-", "-");
     }
   }
+  std::cout << peer_waits_text(st, counted);
   return 0;
 }
 
@@ -738,6 +749,7 @@ struct StatsState {
   std::string file;
   bool json = false;
   bool keep_last_step = false;
+  int64_t top = kStatsTopRows;
 };
 
 }  // namespace
@@ -749,7 +761,12 @@ Command add_stats_command(CLI::App& app) {
   stats->add_flag("--json", s->json, "Print the figures as one JSON object on stdout");
   stats->add_flag("--keep-last-step", s->keep_last_step,
                   "GPU kernel figures: keep the last profiler step (HTA drops it by default)");
-  return {stats, [s] { return cmd_stats(s->file, s->json, s->keep_last_step); }, [s] { return s->json; }};
+  stats->add_option("--top", s->top,
+                    "Rows of the critical path and of the GPU kernel breakdown shown, most time first; 0: all "
+                    "(--json has every row)")
+      ->default_val(kStatsTopRows)
+      ->check(CLI::NonNegativeNumber);
+  return {stats, [s] { return cmd_stats(s->file, s->json, s->keep_last_step, s->top); }, [s] { return s->json; }};
 }
 
 }  // namespace embedscope::cli

@@ -348,11 +348,17 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                          : QString("n/a (no communication)"))
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
                 .arg(origin.isEmpty() ? QString("imbalance (ids looked up max/mean) %1").arg(st.lookups_max_over_mean, 0, 'f', 2)
-                                      : QString("no ids looked up in a trace (no load imbalance)"))
+                                      : QString("load imbalance not measured (a trace has no load counters)"))
                 .arg(QString::fromStdString(sessions::overlap_definition(st)).toHtmlEscaped());
   // a pipelined run's drain steps, left out of the figures above as `stats` says (tester46 F21)
   if (const std::string drain = sessions::drain_steps_text(st.pipeline, st.steps, st.drain_steps, st.all_drain); !drain.empty())
     text += "<br>" + QString::fromStdString(drain).trimmed().toHtmlEscaped();
+  // the rank whose late arrival at the collectives cost its peers the most waiting: `stats`'
+  // straggler line, from the same function (tester60c F2)
+  if (const std::string straggler =
+          sessions::straggler_text(st.peer_waits, st.whole_trace ? 1 : std::max<int64_t>(1, st.counted_steps()));
+      !straggler.empty())
+    text += "<br>straggler: " + QString::fromStdString(straggler).toHtmlEscaped();
   // ranks that hold different steps (a killed rank of a merged launch): the note `stats` prints
   // under its figures, from the same function (tester53 F10)
   if (const std::string unequal = sessions::unequal_rank_steps_note(st); !unequal.empty())

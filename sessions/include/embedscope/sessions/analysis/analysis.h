@@ -31,6 +31,7 @@
 #include "embedscope/sessions/model/events.h"
 #include "embedscope/sessions/store/session.h"
 #include "embedscope/sessions/analysis/stats.h"
+#include "embedscope/sessions/analysis/stragglers.h"
 
 namespace embedscope::sessions {
 
@@ -217,6 +218,10 @@ struct RunStats {
   std::vector<CriticalPathEntry> critical_path;  ///< by op name over all steps, most time first
   int64_t critical_path_ns = 0;                  ///< total length of the steps' critical paths
   std::vector<CollectiveTimes> collectives;      ///< per collective name, most exposed first
+  /// Per rank (rank order), its waits for its peers in the collectives of the counted steps and
+  /// how often it arrived last (stragglers.h; the same ops and instances as `collectives`: their
+  /// waited_ns sum to the collectives' wait_ns). Empty without collectives.
+  std::vector<RankPeerWait> peer_waits;
   /// One rank's measured steps (rank_step_counts; counted_steps.h).
   using RankStepCount = sessions::RankStepCount;
   /// Set only where the ranks of a run hold different measured steps (a merged launch whose

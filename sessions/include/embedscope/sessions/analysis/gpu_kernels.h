@@ -55,6 +55,7 @@ struct GpuKernelOptions {
 struct GpuSpan {
   int64_t start = 0, end = 0;  ///< ns (end < start is possible after HTA's rounding of sub-us events)
   importers::KernelClass cls = importers::KernelClass::computation;
+  int32_t name_id = -1;  ///< the event's name (SessionReader::name); -1 where not given
 };
 
 struct RankKernelFigures {
@@ -95,6 +96,17 @@ RankKernelFigures kernel_figures(const std::vector<GpuSpan>& spans);
 /// with ts_us and dur_us the float64 values HTA parses, returned in ns (multiples of 1000).
 GpuSpan hta_round(int64_t trace_start_ns, int64_t trace_end_ns, importers::KernelClass cls);
 
+/// One rank's GPU events as the figures count them (after the warm-up and last-step rules, rounded
+/// where the figures round), with name ids, and the figures' counters of what was left out
+/// (gpu_events, the spans' figures and the class fields are not filled: kernel_figures(spans) does).
+struct RankGpuEvents {
+  RankKernelFigures counters;
+  std::vector<GpuSpan> spans;
+};
+/// The kept GPU events of every rank that has GPU stream lanes, ascending by rank: what
+/// gpu_kernel_figures and gpu_kernel_breakdown (kernel_breakdown.h) count. Throws SessionError on
+/// an unreadable file.
+std::vector<RankGpuEvents> kept_gpu_events(const SessionReader& session, const GpuKernelOptions& options = {});
 /// The figures of every rank that has GPU stream lanes, ascending by rank. Throws SessionError
 /// on an unreadable file.
 std::vector<RankKernelFigures> gpu_kernel_figures(const SessionReader& session, const GpuKernelOptions& options = {});
