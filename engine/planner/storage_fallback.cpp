@@ -11,6 +11,7 @@
 #include "embedscope/engine/model/host_cache.h"
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/read_file.h"
 #include "embedscope/engine/workload/spec_error.h"
 
 namespace embedscope::engine {
@@ -383,6 +384,13 @@ void apply_storage_changes(WorkloadSpec& spec, const json& doc, const std::strin
     }
   }
   validate(spec, origin + " (its storage_changes applied to the workload)");
+}
+
+void apply_plan_file_storage(WorkloadSpec& spec, const std::string& plan_file) {
+  // read here first: a directory named `--plan d: is a directory, not a plan file` (tester47 F4)
+  const json doc = json::parse(read_whole_file(plan_file, "--plan ", "plan file"), nullptr, false);
+  if (doc.is_discarded()) return;
+  apply_storage_changes(spec, doc, plan_file);
 }
 
 }  // namespace embedscope::engine

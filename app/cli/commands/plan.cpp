@@ -22,7 +22,6 @@
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/sharding/idle_ranks.h"
 #include "embedscope/engine/sharding/plan_json.h"
-#include "embedscope/engine/workload/read_file.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "output/output.h"
 #include "workload_args.h"
@@ -33,15 +32,6 @@ namespace es = embedscope::engine;
 using nlohmann::json;
 
 namespace {
-
-// `plan --plan FILE` of a plan that `plan --auto --allow-storage` printed: its tables' storage
-// changes ("storage_changes") applied to the workload, as `run --plan` applies them, so that the
-// memory shown is the plan's. A file that is not JSON is left to load_plan_file, which names the line.
-void apply_shown_plan_storage(es::WorkloadSpec& spec, const std::string& plan_file) {
-  const json doc = json::parse(es::read_whole_file(plan_file, "--plan ", "plan file"), nullptr, false);
-  if (doc.is_discarded()) return;
-  es::apply_storage_changes(spec, doc, plan_file);
-}
 
 // The memory each rank's device needs (planner/memory estimate), one object per rank, bytes:
 // `plan --json`'s and `plan --auto --json`'s "memory"; "reserved_bytes" the most its allocator
@@ -234,7 +224,7 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
     });
   // a written plan (`run --plan FILE`'s): its storage changes applied to the workload, then the
   // plan validated against it as run does; else the greedy planner's
-  if (!plan_file.empty()) apply_shown_plan_storage(spec, plan_file);
+  if (!plan_file.empty()) es::apply_plan_file_storage(spec, plan_file);
   const es::ShardingPlan plan = plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
                                                   : es::load_plan_file(spec, plan_file);
   const auto est = es::estimate_memory(spec, plan);

@@ -23,7 +23,6 @@
 #include "interrupt.h"
 #include "lm.h"
 #include "embedscope/engine/sharding/idle_ranks.h"
-#include "embedscope/engine/workload/read_file.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/exec/run.h"
@@ -57,18 +56,6 @@ std::string default_session_name() {
 }
 
 namespace {
-
-
-// `run --plan FILE` of a plan `plan --auto --allow-storage` printed: its tables whose storage the
-// planner changed ("storage_changes", planner/storage_fallback.h) are applied to the workload, so
-// that the run is the plan that was printed. A file that is not JSON is left to load_plan_file,
-// which names the line.
-void apply_plan_file_storage(es::WorkloadSpec& spec, const std::string& plan_file) {
-  // read here first: a directory named `--plan d: is a directory, not a plan file` (tester47 F4)
-  const json doc = json::parse(es::read_whole_file(plan_file, "--plan ", "plan file"), nullptr, false);
-  if (doc.is_discarded()) return;
-  es::apply_storage_changes(spec, doc, plan_file);
-}
 
 int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, const std::string& plan_file,
             ProcessArgs& proc, int64_t held_out_batches, bool held_out_given, const std::vector<std::string>& allow_storage) {
@@ -129,7 +116,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
         spec = std::move(r.spec);  // with the planner's storage changes, if any
         return r.search.plan;
       });
-    if (!plan_file.empty()) apply_plan_file_storage(spec, plan_file);
+    if (!plan_file.empty()) es::apply_plan_file_storage(spec, plan_file);
     return plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
                              : es::load_plan_file(spec, plan_file);
   }();

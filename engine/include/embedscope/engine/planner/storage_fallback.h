@@ -131,4 +131,11 @@ std::string storage_changes_text(const StoragePlanResult& r);
 /// Throws SpecError "<origin>: /storage_changes/<i>/<key>: <reason>" (unknown table, bad value).
 void apply_storage_changes(WorkloadSpec& spec, const nlohmann::json& plan_doc, const std::string& origin);
 
+/// `run --plan FILE` / `plan --plan FILE`: the plan file at `plan_file` read whole and its
+/// "storage_changes" applied to `spec` (apply_storage_changes), so that a plan `plan --auto
+/// --allow-storage` printed is run and shown with its storage. A file that is not JSON is left as
+/// it is (load_plan_file names its line). Throws SpecError "--plan FILE: ..." when the file
+/// cannot be read (a directory, missing), and apply_storage_changes' errors.
+void apply_plan_file_storage(WorkloadSpec& spec, const std::string& plan_file);
+
 }  // namespace embedscope::engine
