@@ -26,6 +26,7 @@
 #include "embedscope/sessions/analysis/stats.h"
 #include "embedscope/sessions/analysis/flight_recorder.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
+#include "embedscope/sessions/analysis/kernel_breakdown.h"
 #include "embedscope/sessions/analysis/gpu_run.h"  // gpu_run_text
 #include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/analysis/memory_analysis.h"
@@ -35,6 +36,7 @@
 #include "models/rank_stats_model.h"
 #include "models/sharding_plan_model.h"
 #include "models/table_storage_model.h"
+#include "views/summary_peer_tables.h"
 #include "embedscope/sessions/analysis/table_storage.h"
 #include "embedscope/engine/cost/run_setup_text.h"
 #include "embedscope/engine/workload/lm_spec.h"
@@ -73,6 +75,10 @@ struct SummaryFigures {
   /// A GPU run's GPU busy, host and GPU trace lines (sessions::gpu_run_text, as `stats` prints
   /// them; ux41 #6); "" for a cpu run
   std::string gpu_lines;
+  /// HTA's GPU kernel breakdown over the GPU events `stats` counts, and its kernels' whole names
+  /// (summary_peer_tables.h); no events without GPU lanes
+  sessions::KernelBreakdown breakdown;
+  std::vector<std::string> kernel_names;
 };
 
 // A line per live rebalance that moved tables, with the median step time before and after it
@@ -248,6 +254,18 @@ QString process_ranks_text(const sessions::RunStats& st, bool own_sessions) {
                  .arg(st.world_size)
                  .arg(away.size() == 1 ? "" : "s", QString::fromStdString(sessions::rank_list(away)),
                       away.size() == 1 ? "its" : "their", away.size() == 1 ? "" : "s");
+}
+
+// The steps the sharding plan's ids and bytes cover, as stats counts them: "measured steps", or for
+// a pipeline that drained "the 18 counted steps 0-17; the drain steps 18-19 left out, as stats".
+QString counted_steps_caption(const sessions::RunStats& st) {
+  if (st.drain_steps <= 0 || st.counted_steps() <= 0) return "measured steps";
+  const int64_t c = st.counted_steps();
+  return QString("the %1 counted step%2 0-%3; the drain %4 left out, as stats")
+      .arg(c)
+      .arg(c == 1 ? "" : "s")
+      .arg(c - 1)
+      .arg(st.drain_steps == 1 ? QString("step %1").arg(c) : QString("steps %1-%2").arg(c).arg(st.steps - 1));
 }
 
 // The px a table's columns need to show whole (its first column as set, the others the width
@@ -501,9 +519,13 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     fit_to_rows(kernels);
     layout->addWidget(kernels, 1);
   }
+  // each rank's waits for its peers and the GPU kernel breakdown: `stats`' tables (summary_peer_tables.h)
+  add_peer_and_kernel_tables(layout, page, st, std::move(figures.breakdown), std::move(figures.kernel_names));
   layout->addLayout(paths, 1);
   // a rebalanced run: the plan it ended with, and what its planned / peak columns compare
   const bool no_plan = plan_model->rowCount() == 0;
+  // the steps its figures cover: stats' window, the drain steps of a pipeline left out (tester60a F12)
+  const QString window = counted_steps_caption(st);
   const QString plan_caption =
       no_plan ? QString("<b>Sharding plan</b>: none in this session (%1)")
                     .arg(s.meta(sessions::meta::kImported) == "1"
@@ -511,13 +533,15 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                              : "the run stored no plan")
       : plan_model->plan_changes() == 0
           ? QString("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
-                    "and bytes its lookups took in and gave out (measured steps)")
+                    "and bytes its lookups took in and gave out (%1)")
+                .arg(window)
           : QString("<b>Sharding plan as the run ended</b>, after %1 live rebalance(s) that changed it (the Load view "
                     "shows the plan over time): per rank the shards it ended with, this plan's planned memory, the "
                     "peak over the run (compared with the estimate of the plan in force when it happened: its "
-                    "tooltip says when), and the ids and bytes its lookups took in and gave out (measured steps; a "
+                    "tooltip says when), and the ids and bytes its lookups took in and gave out (%2; a "
                     "shard counts the steps it spent on that rank)")
-                .arg(plan_model->plan_changes());
+                .arg(plan_model->plan_changes())
+                .arg(window);
   auto* plan_label = new QLabel(plan_caption, page);
   plan_label->setObjectName("sharding_plan_caption");
   plan_label->setWordWrap(true);
@@ -561,6 +585,8 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
         SummaryFigures f{sessions::analyze(reader), sessions::gpu_kernel_figures(reader),
                          sessions::analyze_flight_records(reader), rebalances_brief(reader), {}, {}, {}, {}};
         f.gpu_lines = sessions::gpu_run_text(reader, f.stats);
+        f.breakdown = sessions::gpu_kernel_breakdown(reader);
+        for (const auto& k : f.breakdown.kernels) f.kernel_names.push_back(reader.name(k.name_id));
         if (reader.meta(sessions::meta::kImportFormat) == "torch_memory_snapshot") {
           for (auto& e : reader.memory_events())
             if (e.action == "oom") f.ooms.push_back(std::move(e));
