@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string_view>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -586,8 +587,12 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step, int64_
   if (st.whole_trace) {
     std::cout << whole_trace_text(st);
   } else {
-    std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", ms(st.step_time_ns.mean), ms(st.step_time_ns.p50),
-                             ms(st.step_time_ns.p99));
+    // steps under 10 us (a schema-v1 session's 700 ns) read "0.00 ms" in ms: the workbench's unit
+    // ladder then, "700 ns" (format_duration; tester60a F9)
+    const bool sub_10us = st.step_time_ns.max < 10'000;
+    const auto step_ms = [&](double ns) { return sub_10us ? ss::format_duration(std::llround(ns)) : ms(ns); };
+    std::cout << fmt::format("step time    mean {}  p50 {}  p99 {}\n", step_ms(st.step_time_ns.mean),
+                             step_ms(st.step_time_ns.p50), step_ms(st.step_time_ns.p99));
     std::cout << ss::drain_steps_text(st.pipeline, st.steps, st.drain_steps, st.all_drain);
     std::cout << cold_step_text(session, st);
   }

@@ -1,6 +1,7 @@
 #include "core/input_figures.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/workload/spec.h"
+#include "embedscope/sessions/analysis/analysis.h"  // analyze_step_times: the drain steps
 #include "embedscope/sessions/model/metadata_keys.h"
 
 namespace embedscope::ui {
@@ -74,6 +76,17 @@ InputFigures input_figures(const sessions::SessionReader& session) {
     return out;
   }
   if (held_steps > 0) spec.steps = held_steps;
+  // the session's world size (metadata), not the workload's default device count: a schema-v1
+  // session stored its workload without "devices" (tester60a F9: 1 batch of 4 samples a step for
+  // a 2-rank session of 8)
+  if (const int64_t world = std::atoll(session.meta(sessions::meta::kWorldSize, "0").c_str());
+      world > 0 && world != spec.devices.count)
+    spec.devices.count = static_cast<int>(world);
+  // a pipeline's drain steps, which stats and the charts beside the table leave out (RunStats::
+  // drain_steps, the same rule): the batches of the counted steps only (tester60a F12)
+  const int64_t measured_steps = spec.steps;
+  const int64_t drain = std::min(sessions::analyze_step_times(session).drain_steps, spec.steps);
+  if (drain > 0 && drain < spec.steps) spec.steps -= drain;
   try {
     // at most about kInputFigureIds ids: the first batches of a large run; the measured steps'
     // batches only: the window of the heatmaps and row histogram beside it
@@ -91,10 +104,18 @@ InputFigures input_figures(const sessions::SessionReader& session) {
   const std::string held =
       held_steps > 0 ? fmt::format(" the session holds ({}; {} were planned)", end_text, planned_steps)
                      : std::string();
+  // "the 18 counted steps 0-17 (the drain steps 18-19 left out, as stats)" or "the 20 measured steps"
+  const std::string steps_text =
+      spec.steps < measured_steps
+          ? fmt::format("{} counted step{} 0-{} (the drain {} left out, as stats)", spec.steps, spec.steps == 1 ? "" : "s",
+                        spec.steps - 1,
+                        measured_steps - spec.steps == 1 ? fmt::format("step {}", spec.steps)
+                                                         : fmt::format("steps {}-{}", spec.steps, measured_steps - 1))
+          : fmt::format("{} measured steps", spec.steps);
   const std::string counted =
-      (in.batches == in.run_batches ? fmt::format("the {} batches of the {} measured steps{}", in.batches, spec.steps, held)
-                                    : fmt::format("the first {} of the {} batches of the {} measured steps{}", in.batches,
-                                                  in.run_batches, spec.steps, held)) +
+      (in.batches == in.run_batches ? fmt::format("the {} batches of the {}{}", in.batches, steps_text, held)
+                                    : fmt::format("the first {} of the {} batches of the {}{}", in.batches,
+                                                  in.run_batches, steps_text, held)) +
       (spec.warmup_steps == 1   ? std::string(" (the warm-up step is left out, as above)")
        : spec.warmup_steps > 1 ? fmt::format(" (the {} warm-up steps are left out, as above)", spec.warmup_steps)
                                : std::string());

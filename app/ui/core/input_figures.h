@@ -28,7 +28,10 @@ struct InputFigures {
   /// did not end complete (killed, crashed, cancelled, write_failed, still running) counts the
   /// batches of the measured steps its session holds, not its planned steps': "... the 692
   /// batches of the 346 measured steps the session holds (the run ended crashed; 3000 were
-  /// planned) ..." (retest49 R6).
+  /// planned) ..." (retest49 R6). A pipeline's drain steps are left out as stats and the Load
+  /// page's charts leave them out: "the 72 batches of the 18 counted steps 0-17 (the drain steps
+  /// 18-19 left out, as stats)". The batches are those of the session's world size (metadata
+  /// world_size), whatever device count its stored workload says or defaults to.
   std::string source;
   engine::InputInspection inspection;
 };
