@@ -112,8 +112,9 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   top->addWidget(rank_box_);
   top->addWidget(new QLabel("blocks at the end of step", this));
   top->addWidget(step_box_);
-  auto* key = new QLabel("(solid: allocated, dashed: reserved, dotted: fragmentation, right axis; "
-                         "\"B = A\": B's lines are A's, drawn over them)", this);
+  auto* key = new QLabel("(solid: allocated, dashed: reserved; fragmentation in the chart below; the first "
+                         "session's lines wide and pale under the others'; \"B = A\": B's lines are A's, drawn over them)",
+                         this);
   key->setWordWrap(true);  // in one line it held the window 1047 px wide
   top->addWidget(key, 1);
   layout->addLayout(top);
@@ -186,6 +187,23 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
 void MemoryCompare::show(int32_t rank, int64_t step) {
   plot_->clearGraphs();
   plot_->clearItems();
+  if (!frag_rect_) {  // fragmentation in a chart of its own under the bytes (tester60a F3), the legend under both
+    frag_rect_ = new QCPAxisRect(plot_);
+    plot_->plotLayout()->addElement(1, 0, frag_rect_);
+    auto* margins = new QCPMarginGroup(plot_);
+    plot_->axisRect()->setMarginGroup(QCP::msLeft | QCP::msRight, margins);
+    frag_rect_->setMarginGroup(QCP::msLeft | QCP::msRight, margins);
+    frag_rect_->axis(QCPAxis::atLeft)->setLabel("fragmentation %");
+    frag_rect_->axis(QCPAxis::atLeft)->setRange(0, 100);
+    frag_rect_->axis(QCPAxis::atRight)->setVisible(true);  // the bytes chart's right edge: the same width
+    frag_rect_->axis(QCPAxis::atRight)->setTickLabels(false);
+    frag_rect_->axis(QCPAxis::atRight)->setTicks(false);
+    plot_->yAxis2->setVisible(true);
+    plot_->yAxis2->setTickLabels(false);
+    plot_->yAxis2->setTicks(false);
+    plot_->plotLayout()->setRowStretchFactor(0, 3);
+    plot_->plotLayout()->setRowStretchFactor(1, 1);
+  }
   // every session's line at one width, told apart by colour and marker (tester42 F26: widths
   // growing with position let the first sessions paint over the rest); a session whose curves
   // equal an earlier one's is covered exactly, so its legend entry says "B = A"
@@ -208,11 +226,17 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
     const QColor color = session_color(i);
     const QString& label = entries_[i].s.label;
     const auto marker = static_cast<QCPScatterStyle::ScatterShape>(session_marker(i));
-    auto add = [&](const QVector<double>& ys, const QString& what, Qt::PenStyle style, bool right) {
-      auto* g = plot_->addGraph(plot_->xAxis, right ? plot_->yAxis2 : plot_->yAxis);
+    // the baseline under the rest: wide and translucent, so a later session's line on top of it
+    // leaves it showing on both sides (tester60a F3)
+    QColor pen_color = color;
+    if (i == 0 && entries_.size() > 1) pen_color.setAlpha(kBaselineAlpha);
+    const double width = i == 0 && entries_.size() > 1 ? kBaselineWidth : kLineWidth;
+    auto add = [&](const QVector<double>& ys, const QString& what, Qt::PenStyle style, bool frag) {
+      auto* g = frag ? plot_->addGraph(frag_rect_->axis(QCPAxis::atBottom), frag_rect_->axis(QCPAxis::atLeft))
+                     : plot_->addGraph(plot_->xAxis, plot_->yAxis);
       g->setName(label + " " + what);
       g->setData(steps, ys);
-      g->setPen(QPen(color, kLineWidth, style));
+      g->setPen(QPen(pen_color, width, style));
       g->setScatterStyle(QCPScatterStyle(marker, color, kMarkerSize));  // one step shows too
       return g;
     };
@@ -220,7 +244,7 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
     auto* a = add(allocated, "allocated", Qt::SolidLine, false);
     a->setName(same_[i] >= 0 ? QString("%1 = %2").arg(label, entries_[static_cast<size_t>(same_[i])].s.label) : label);
     add(reserved, "reserved", Qt::DashLine, false)->removeFromLegend();
-    add(frag, "fragmentation %", Qt::DotLine, true)->removeFromLegend();
+    add(frag, "fragmentation %", Qt::SolidLine, true)->removeFromLegend();
     // OOM markers: a line in the session's colour, said in its legend entry (a text in the
     // chart covered the lines: "caching: OOM at step -1" over the allocated line)
     std::vector<int64_t> oom_steps;
@@ -243,19 +267,20 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
                          : lowest == -1 ? QString("step (-1: the warm-up, before measured step 0)")
                                         : QString("step (%1..-1: the warm-up steps, before measured step 0)").arg(lowest));
   plot_->xAxis->setTicker(integer_ticker());
+  frag_rect_->axis(QCPAxis::atBottom)->setTicker(integer_ticker());
   plot_->yAxis->setLabel("MiB");
   plot_->legend->setVisible(true);
   plot_->legend->setFont(QFont(plot_->font().family(), 8));
-  if (plot_->plotLayout()->rowCount() == 1) {  // in a row of its own under the chart, not over the lines (tester41 #6)
-    plot_->plotLayout()->addElement(1, 0, plot_->legend);
-    plot_->plotLayout()->setRowStretchFactor(1, 0.001);
+  if (plot_->plotLayout()->rowCount() == 2) {  // in a row of its own under the charts, not over the lines (tester41 #6)
+    plot_->plotLayout()->addElement(2, 0, plot_->legend);
+    plot_->plotLayout()->setRowStretchFactor(2, 0.001);
     plot_->legend->setFillOrder(QCPLegend::foColumnsFirst);
   }
   // one entry a session, kLegendColumns a row: 12 sessions in one or two rows, the plot taller by
   // a row of legend for each further row (tester42 F26: 33 entries in 3 columns were cut)
   plot_->legend->setWrap(kLegendColumns);
   const int legend_rows = static_cast<int>((entries_.size() + kLegendColumns - 1) / kLegendColumns);
-  plot_->setMinimumHeight(200 + 18 * std::max(0, legend_rows - 1));
+  plot_->setMinimumHeight(240 + 18 * std::max(0, legend_rows - 1));  // and the fragmentation chart
   plot_->rescaleAxes(true);
   plot_->xAxis->setRange(plot_->xAxis->range().lower - 0.5, plot_->xAxis->range().upper + 0.5);
   plot_->yAxis->setRange(0, std::max(1.0, plot_->yAxis->range().upper * 1.1));
@@ -275,9 +300,8 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
   } else {
     plot_->yAxis->setLabel("MiB");
   }
-  plot_->yAxis2->setVisible(true);
-  plot_->yAxis2->setLabel("fragmentation %");
-  plot_->yAxis2->setRange(0, 100);
+  frag_rect_->axis(QCPAxis::atBottom)->setRange(plot_->xAxis->range());
+  frag_rect_->axis(QCPAxis::atLeft)->setRange(0, 100);
   plot_->replot();
 
   // the maps at `step`, on one scale: the widest segment of any of them spans the full width, or

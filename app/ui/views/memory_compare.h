@@ -15,6 +15,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QCPAxisRect;
 class QCustomPlot;
 class QLabel;
 class QSpinBox;
@@ -74,6 +75,9 @@ class MemoryCompare : public QWidget {
   /// that rank's maps.
   QTableWidget* devices() { return devices_; }
   QCustomPlot* plot() { return plot_; }
+  /// The fragmentation chart under the bytes chart (its own 0-100 % axis, sharing the steps):
+  /// fragmentation drawn on a right axis over the allocated lines read as one of them (tester60a F3).
+  QCPAxisRect* fragmentation_rect() { return frag_rect_; }
   /// The bytes that the maps' full width stands for: the widest segment shown in any of them, or
   /// with "cut blocks that dwarf the other segments" (on by default) the largest of their
   /// map_scale_bytes (blocks that dwarf it drawn cut, BlockMap::set_cut_big_blocks).
@@ -82,8 +86,13 @@ class MemoryCompare : public QWidget {
   /// every step of the rank shown) it equals, or -1 (core/equal_series.h); its legend entry says
   /// "B = A".
   const std::vector<int>& same_as_earlier() const { return same_; }
-  /// The width (px) of every session's lines and the size of its marker (session_marker).
+  /// The width (px) of every session's lines but the baseline's and the size of its marker (session_marker).
   static constexpr double kLineWidth = 1.5;
+  /// The baseline's (the first session's) lines: wider and translucent, drawn first, so that a later
+  /// session's line on top of it leaves it visible on both sides (tester60a F3: A's blue lines
+  /// vanished under C's green).
+  static constexpr double kBaselineWidth = 5;
+  static constexpr int kBaselineAlpha = 120;
   static constexpr double kMarkerSize = 7;
   /// Legend entries (one a session) in a row under the chart.
   static constexpr size_t kLegendColumns = 12;
@@ -111,6 +120,7 @@ class MemoryCompare : public QWidget {
   QSpinBox* step_box_;
   QCheckBox* cut_box_ = nullptr;
   QTableWidget* devices_ = nullptr;
+  QCPAxisRect* frag_rect_ = nullptr;
   QCustomPlot* plot_;
   std::vector<BlockMap*> maps_;
   std::vector<QLabel*> map_labels_;
