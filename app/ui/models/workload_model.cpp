@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/workload_errors.h"
 #include "embedscope/engine/workload/presets.h"
 
 namespace embedscope::ui {
@@ -301,10 +302,31 @@ int WorkloadModel::row_of_feature(size_t k) const {
   return -1;
 }
 
+QModelIndex WorkloadModel::index_of_pointer(const QString& pointer) const {
+  const auto t = tokens_of(pointer.toStdString());
+  auto index_of = [&](size_t k) -> size_t { return static_cast<size_t>(std::strtoull(t[k].c_str(), nullptr, 10)); };
+  int row = -1, col = Name;
+  if (t.size() >= 2 && t[0] == "tables") {
+    row = static_cast<int>(index_of(1));
+    const std::string field = t.size() > 2 ? t[2] : "";
+    col = field == "num_embeddings" ? NumEmbeddings : field == "embedding_dim" ? EmbeddingDim
+        : field == "pooling"        ? Pooling       : Name;
+  } else if (t.size() >= 2 && t[0] == "features") {
+    row = row_of_feature(index_of(1));
+    const std::string field = t.size() > 2 ? t[2] : "";
+    col = field == "pooling_factor" ? PoolingFactor : field == "ids" ? Ids : Name;
+  } else if (t.size() >= 3 && t[0] == "sharding" && t[1] == "tables") {
+    row = row_of_table_name(t[2]);
+    col = t.size() > 3 && (t[3] == "ranks" || t[3] == "node") ? Ranks : Sharding;
+  }
+  return row >= 0 && row < rowCount() ? index(row, col) : QModelIndex();
+}
+
 void WorkloadModel::revalidate() {
   error_.clear();
   error_pointer_.clear();
   error_index_ = {};
+  errors_.clear();
   spec_.reset();
   memory_.clear();
   plan_.reset();
@@ -324,23 +346,15 @@ void WorkloadModel::revalidate() {
     if (msg.startsWith(prefix)) msg = msg.mid(prefix.size());
     error_ = msg;
     if (msg.startsWith('/')) error_pointer_ = msg.left(msg.indexOf(": "));
-    const auto t = tokens_of(error_pointer_.toStdString());
-    auto index_of = [&](size_t k) -> size_t { return static_cast<size_t>(std::strtoull(t[k].c_str(), nullptr, 10)); };
-    int row = -1, col = Name;
-    if (t.size() >= 2 && t[0] == "tables") {
-      row = static_cast<int>(index_of(1));
-      const std::string field = t.size() > 2 ? t[2] : "";
-      col = field == "num_embeddings" ? NumEmbeddings : field == "embedding_dim" ? EmbeddingDim
-          : field == "pooling"        ? Pooling       : Name;
-    } else if (t.size() >= 2 && t[0] == "features") {
-      row = row_of_feature(index_of(1));
-      const std::string field = t.size() > 2 ? t[2] : "";
-      col = field == "pooling_factor" ? PoolingFactor : field == "ids" ? Ids : Name;
-    } else if (t.size() >= 3 && t[0] == "sharding" && t[1] == "tables") {
-      row = row_of_table_name(t[2]);
-      col = t.size() > 3 && (t[3] == "ranks" || t[3] == "node") ? Ranks : Sharding;
-    }
-    if (row >= 0 && row < rowCount()) error_index_ = index(row, col);
+    error_index_ = index_of_pointer(error_pointer_);
+    errors_.push_back({error_pointer_, error_, error_index_});
+    // the validator's further problems, each beside its field (tester60a F8)
+    if (!spec_)
+      for (const auto& more : every_workload_error(doc_, kOrigin))
+        if (QString::fromStdString(more.pointer) != error_pointer_) {
+          const QString pointer = QString::fromStdString(more.pointer);
+          errors_.push_back({pointer, QString::fromStdString(more.message), index_of_pointer(pointer)});
+        }
   }
   if (rowCount() > 0) emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1));
   emit validated();
@@ -348,14 +362,20 @@ void WorkloadModel::revalidate() {
 
 QVariant WorkloadModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
-  const bool is_error = index == error_index_;
+  const FieldError* cell_error = nullptr;  // the first problem naming this cell
+  for (const auto& e : errors_)
+    if (e.index == index) {
+      cell_error = &e;
+      break;
+    }
+  const bool is_error = cell_error != nullptr;
   if (role == Qt::BackgroundRole) return is_error ? QVariant(QBrush(QColor(0xff, 0x9e, 0x9e))) : QVariant();
   const bool planned_ranks = index.column() == Ranks && !(sharding_of(index.row()) && sharding_of(index.row())->contains("ranks"));
   if (role == Qt::ForegroundRole)  // black is readable on red; the planner's choice is grey
     return is_error ? QVariant(QBrush(Qt::black)) : planned_ranks ? QVariant(QBrush(QColor(0x80, 0x80, 0x80))) : QVariant();
   if (role == Qt::TextAlignmentRole && (index.column() == NumEmbeddings || index.column() == EmbeddingDim))
     return int(Qt::AlignRight | Qt::AlignVCenter);
-  if (role == Qt::ToolTipRole) return is_error ? QVariant(error_) : QVariant();
+  if (role == Qt::ToolTipRole) return is_error ? QVariant(cell_error->message) : QVariant();
   if (role == ChoicesRole) {
     if (index.column() == Pooling) return kPoolings;
     if (index.column() == Sharding) return kShardingChoices;

@@ -71,6 +71,15 @@ class WorkloadModel : public QAbstractTableModel {
   /// The cell error_pointer() names (a /tables, /features or /sharding/tables entry), or an
   /// invalid index when it names something outside the table.
   QModelIndex error_index() const { return error_index_; }
+  /// One problem of the workload: its pointer, message and cell (invalid outside the table).
+  struct FieldError {
+    QString pointer, message;
+    QModelIndex index;
+  };
+  /// Every problem the validator finds (core/workload_errors.h), the first being error(); just
+  /// error() where that is the planner's or the memory check's; empty when the workload can run.
+  /// Each cell named is red, with its own message as tooltip.
+  const std::vector<FieldError>& errors() const { return errors_; }
   /// The parsed spec, once the document passes parse_workload.
   const std::optional<engine::WorkloadSpec>& spec() const { return spec_; }
   /// Estimated bytes per device under the planned sharding (engine::estimate_memory), also
@@ -105,10 +114,12 @@ class WorkloadModel : public QAbstractTableModel {
   int row_of_table_name(const std::string& name) const;
   int row_of_feature(size_t feature_index) const;
   std::string value_or_default_type() const;
+  QModelIndex index_of_pointer(const QString& pointer) const;  // the cell a pointer names, or invalid
 
   nlohmann::json doc_ = nlohmann::json::object();
   QString error_, error_pointer_;
   QModelIndex error_index_;
+  std::vector<FieldError> errors_;
   std::optional<engine::WorkloadSpec> spec_;
   std::vector<engine::DeviceMemoryEstimate> memory_;
   std::optional<engine::ShardingPlan> plan_;

@@ -25,6 +25,8 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <map>
+
 #include <cmath>
 #include <initializer_list>
 #include <utility>
@@ -143,6 +145,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed |
                           QAbstractItemView::AnyKeyPressed);
+  table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 8);  // more rows in view
   tables_layout->addWidget(table_, 1);
   auto* table_buttons = new QHBoxLayout;
   auto* add_button = new QPushButton("Add table", tables_box);
@@ -153,12 +156,21 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   tables_layout->addLayout(table_buttons);
   connect(add_button, &QPushButton::clicked, this, [this] { table_->selectRow(model_->add_table()); });
   connect(remove_button, &QPushButton::clicked, this, [this] { model_->remove_table(table_->currentIndex().row()); });
-  layout->addWidget(tables_box, 3);
+  auto* upper = new QHBoxLayout;  // the tables and, beside them, the memory they need
+  upper->addWidget(tables_box, 2);
+  layout->addLayout(upper, 1);
 
   // run shape
   auto* lower = new QHBoxLayout;
   auto* form_box = new QGroupBox("Devices and training", this);
-  auto* form = new QFormLayout(form_box);
+  // two columns of fields: in one, its 14 rows held the tables' grid to 2.5 rows at 1280x800
+  // while the estimate beside it stood mostly empty (tester60a F8)
+  auto* form_columns = new QHBoxLayout(form_box);
+  auto* form_left = new QFormLayout;
+  auto* form_right = new QFormLayout;
+  form_columns->addLayout(form_left, 1);
+  form_columns->addLayout(form_right, 1);
+  QFormLayout* form = form_left;
   auto spin = [&](int lo, int hi, const QString& suffix = {}) {
     auto* s = new QSpinBox(form_box);
     s->setRange(lo, hi);
@@ -257,6 +269,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
                                 "(TorchRec's planner; `embedscope plan --auto`) and write the plan into the tables' "
                                 "sharding and ranks, where you can edit it");
   sharding_layout->addWidget(auto_plan_button_);
+  form = form_right;  // sharding, backend, pipeline, precisions, network
   row("Default sharding", sharding_row, "/sharding/default");
   auto* backend_row = new QWidget(form_box);
   auto* backend_layout = new QHBoxLayout(backend_row);
@@ -353,8 +366,8 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   auto_plan_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   memory_layout->addWidget(auto_plan_label_);
   memory_layout->addWidget(memory_table_);
-  lower->addWidget(memory_box, 1);
-  layout->addLayout(lower, 2);
+  upper->addWidget(memory_box, 1);
+  layout->addLayout(lower, 0);
 
   other_message_ = new FieldMessage(this);
   other_message_->setStyleSheet("color: #d62728");
@@ -519,16 +532,23 @@ void WorkloadDesigner::refresh() {
   // the message beside the field its pointer names (the longest field that is a prefix)
   for (auto& [field, label] : messages_) static_cast<FieldMessage*>(label)->set_message({});
   static_cast<FieldMessage*>(other_message_)->set_message({});
-  QString pointer = model_->error_pointer();
-  if (pointer.startsWith("/features") || pointer.startsWith("/sharding/tables")) pointer = "/tables";
-  QLabel* target = other_message_;
-  size_t best = 0;
-  for (auto& [field, label] : messages_)
-    if ((pointer == field || pointer.startsWith(field + "/")) && static_cast<size_t>(field.size()) > best) {
-      target = label;
-      best = static_cast<size_t>(field.size());
-    }
-  static_cast<FieldMessage*>(target)->set_message(model_->error());
+  // every problem beside its field, not only the first (tester60a F8); two on one field one a line
+  std::map<QLabel*, QStringList> said;
+  std::vector<QLabel*> order;
+  for (const auto& e : model_->errors()) {
+    QString pointer = e.pointer;
+    if (pointer.startsWith("/features") || pointer.startsWith("/sharding/tables")) pointer = "/tables";
+    QLabel* target = other_message_;
+    size_t best = 0;
+    for (auto& [field, label] : messages_)
+      if ((pointer == field || pointer.startsWith(field + "/")) && static_cast<size_t>(field.size()) > best) {
+        target = label;
+        best = static_cast<size_t>(field.size());
+      }
+    if (said[target].isEmpty()) order.push_back(target);
+    said[target] << e.message;
+  }
+  for (QLabel* target : order) static_cast<FieldMessage*>(target)->set_message(said[target].join("\n"));
   // the layouts take the message's wrapped height now (the label's row, its group, the designer:
   // a few rounds), not on later passes of the event loop: one pass left it cut at the height it
   // had before, in the window for a moment and in a --screenshot image for good (fixc49)
