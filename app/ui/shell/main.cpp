@@ -94,6 +94,7 @@ QString open_and_wait(embedscope::ui::MainWindow& w, const QString& path) {
     }
     QApplication::processEvents();
     if (!tab->error().isEmpty()) return tab->error();
+    tab->freeze();  // a static image: every page "as of step N", no F5 or "+N" (tester60a F4)
   }
   return {};
 }

@@ -246,7 +246,11 @@ QString MainWindow::open_session(const QString& path, bool quiet) {
     if (recent_menu_) rebuild_recent_menu();
     return {};
   } catch (const std::exception& e) {
-    const QString msg = QString::fromUtf8(e.what());
+    QString msg = QString::fromUtf8(e.what());
+    // what the workbench reads, as `embedscope stats` says it (tester60a F6)
+    if (msg.contains("not an SQLite database"))
+      msg += "; the workbench opens the sessions (.db) that embedscope run, import, merge and launch write, and "
+             "imports PyTorch profiler traces, Nsight Systems exports and reports and PyTorch CUDA memory snapshots";
     if (!quiet) QMessageBox::critical(this, "Cannot open session", msg);
     return msg;
   }

@@ -264,6 +264,7 @@ void SessionTab::build_pages() {
 QString SessionTab::title() const {
   if (!snapshot_) return base_title_;
   if (!session_) return base_title_ + (copy_ ? QString(" [running: copying snapshot]") : QString(" [running: snapshot failed]"));
+  if (frozen_) return base_title_ + QString(" [running: %1]").arg(as_of(shown_));
   if (latest_.status != "running")
     return base_title_ + QString(" [%1; run ended: F5]").arg(as_of(shown_));
   if (latest_.steps > shown_.steps)
@@ -276,7 +277,11 @@ void SessionTab::update_banner() {
   if (snapshot_ && session_) {
     const QString head = as_of(shown_);
     QString text;
-    if (latest_.status != "running")
+    if (frozen_)
+      text = QString("%1 (%2 measured steps): the run was still writing this session when this image was made.")
+                 .arg(head)
+                 .arg(shown_.measured);
+    else if (latest_.status != "running")
       text = QString("%1: the run has ended (%2, %3 measured steps). F5 reloads it.")
                  .arg(head, QString::fromStdString(latest_.status))
                  .arg(latest_.measured);
@@ -304,8 +309,17 @@ void SessionTab::update_banner() {
   emit title_changed(title());
 }
 
+void SessionTab::freeze() {
+  frozen_ = true;
+  timer_->stop();
+  if (snapshot_ && session_) {
+    update_banner();
+    banner_->setToolTip({});
+  }
+}
+
 void SessionTab::check_file() {
-  if (!snapshot_ || !session_ || latest_.status != "running" || watch_job_->busy()) return;
+  if (frozen_ || !snapshot_ || !session_ || latest_.status != "running" || watch_job_->busy()) return;
   const QString look = file_look(path_);
   if (look == last_look_) return;
   last_look_ = look;

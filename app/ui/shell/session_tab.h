@@ -114,6 +114,14 @@ class SessionTab : public QTabWidget {
   /// snapshot, or the run was seen to end.
   void check_file();
   AnalysisJob* watch_job() const { return watch_job_; }
+  /// For a static image (a report's pages, --screenshot): stops looking at the file, so that every
+  /// page says the same; the title and banner then say what the pages show and nothing of F5 or
+  /// of steps written since: "[running: as of step N]", "As of step N (M measured steps): the run
+  /// was still writing this session when this image was made." (tester60a F4: a report baked
+  /// "F5 reloads them" into its PNGs, each page with another "+N"). A tab that is not a snapshot
+  /// is unchanged.
+  void freeze();
+  bool frozen() const { return frozen_; }
 
  signals:
   /// title() changed (the watch saw new steps or the end of the run, or a reload).
@@ -135,6 +143,7 @@ class SessionTab : public QTabWidget {
   QString path_;
   std::shared_ptr<const sessions::SessionReader> session_;
   bool snapshot_ = false;
+  bool frozen_ = false;
   SessionFileState shown_, latest_;
   QString base_title_;  // the file name and its brackets, without the snapshot's
   QLabel* banner_;

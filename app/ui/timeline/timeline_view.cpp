@@ -103,8 +103,11 @@ TimelineView::TimelineView(std::shared_ptr<const sessions::SessionReader> sessio
   side_layout->addWidget(new QLabel("<b>Selected op</b>", side));
   side_layout->addWidget(details_);
   auto* range_head = new QHBoxLayout;
-  range_head->addWidget(new QLabel("<b>Range</b> (Shift+drag, or drag on the axis)", side));
-  range_head->addStretch(1);
+  // wraps in a narrow side pane (at 1000x650 its one line was cut to "Rang": tester60a)
+  auto* range_title = new QLabel("<b>Range</b> (Shift+drag, or drag on the axis)", side);
+  range_title->setObjectName("range_title");
+  range_title->setWordWrap(true);
+  range_head->addWidget(range_title, 1);
   range_head->addWidget(per_rank_);
   side_layout->addLayout(range_head);
   side_layout->addWidget(range_label_);

@@ -36,6 +36,7 @@
 #include "embedscope/sessions/model/units.h"
 #include "jobs/analysis_job.h"
 #include "charts/plot_axes.h"
+#include "views/memory_entry_line.h"
 #include "views/memory_replay.h"
 
 namespace embedscope::ui {
@@ -499,31 +500,7 @@ void MemoryView::scrub_to(int64_t entry) {
   map_->set_blocks(h.blocks_of(state_));
   timeline_->set_cursor(entry);
   segments_->set_cursor(entry);
-  const sessions::MemoryEntry& e = h.entries()[static_cast<size_t>(entry)];
-  QString what = QString("entry %1 of %2: %3").arg(entry).arg(h.size()).arg(QString::fromStdString(e.action));
-  if (e.allocation >= 0) {
-    const auto& al = h.allocations()[static_cast<size_t>(e.allocation)];
-    what += QString(" %1 (requested %2) %3").arg(bytes(al.size), bytes(al.requested), QString::fromStdString(al.tag));
-  } else if (e.kind == sessions::MemoryEntryKind::oom) {
-    what += QString(" of %1").arg(bytes(e.requested > 0 ? e.requested : e.size));
-  } else if (e.size > 0) {
-    what += QString(" %1").arg(bytes(e.size));
-  }
-  const sessions::MemoryStateFigures f = h.figures(state_);
-  what += QString(" at %1 ms, stream %2 | allocated %3, reserved %4, %5 segments, largest free block %6, "
-                  "fragmentation %7%")
-              .arg(static_cast<double>(e.time_ns) / 1e6, 0, 'f', 3)
-              .arg(e.stream)
-              .arg(bytes(f.allocated), bytes(f.reserved))
-              .arg(f.segments)
-              .arg(bytes(f.largest_free_block))
-              .arg(100 * f.external_fragmentation, 0, 'f', 1);
-  if (e.kind == sessions::MemoryEntryKind::oom)  // the pool that serves the request, where it is not the largest's
-    for (const auto& o : data_.analysis.ooms)
-      if (o.entry == entry && o.largest_free_in_pool != f.largest_free_block)
-        what += QString(" (in another pool: requests %1 1 MiB come from the %2 pool, whose largest free block is %3)")
-                    .arg(o.small_pool ? "up to" : "above", o.small_pool ? "small" : "large", bytes(o.largest_free_in_pool));
-  entry_label_->setText(what);
+  entry_label_->setText(memory_entry_line(h, entry, state_, data_.analysis.ooms));
   why_->hide();
 }
 
