@@ -35,6 +35,7 @@
 #include "support/live_session_wait.h"
 #include "timeline/timeline_view.h"
 #include "views/memory_compare.h"
+#include "views/memory_entry_line.h"
 #include "views/summary_view.h"
 
 namespace {
@@ -206,4 +207,20 @@ TEST(Ui61Timeline, RangeHeadingWrapsInANarrowSidePane) {
   // the text wrapped at its width fits its height: nothing cut
   EXPECT_LE(title->heightForWidth(title->width()), title->height()) << title->width() << "x" << title->height();
   EXPECT_GE(title->width(), title->fontMetrics().horizontalAdvance("Range (Shift+drag,"));
+}
+
+// The Memory page's entry line of a tiny run (one 2 MiB segment, as its Memory page shows):
+// "1 segment", not "1 segments".
+TEST(Ui61MemoryEntryLine, OneSegmentIsSingular) {
+  const std::string db = ui61_run("mem.db", "--preset tiny --steps 2");
+  const SessionReader s(db);
+  const auto h = embedscope::sessions::MemoryHistory::load(s, 0);
+  ASSERT_GT(h.size(), 20);
+  const auto st = h.state_at(20);
+  const auto f = h.figures(st);
+  ASSERT_EQ(f.segments, 1);
+  const QString line = embedscope::ui::memory_entry_line(h, 20, st, {});
+  EXPECT_TRUE(line.startsWith(QString("entry 20 of %1: ").arg(h.size()))) << line.toStdString();
+  EXPECT_TRUE(line.contains(", 1 segment, largest free block ")) << line.toStdString();
+  EXPECT_FALSE(line.contains("1 segments")) << line.toStdString();
 }
