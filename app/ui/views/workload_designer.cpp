@@ -157,7 +157,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   connect(add_button, &QPushButton::clicked, this, [this] { table_->selectRow(model_->add_table()); });
   connect(remove_button, &QPushButton::clicked, this, [this] { model_->remove_table(table_->currentIndex().row()); });
   auto* upper = new QHBoxLayout;  // the tables and, beside them, the memory they need
-  upper->addWidget(tables_box, 2);
+  upper->addWidget(tables_box, 5);
   layout->addLayout(upper, 1);
 
   // run shape
@@ -366,7 +366,7 @@ WorkloadDesigner::WorkloadDesigner(const QString& preset, QWidget* parent)
   auto_plan_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   memory_layout->addWidget(auto_plan_label_);
   memory_layout->addWidget(memory_table_);
-  upper->addWidget(memory_box, 1);
+  upper->addWidget(memory_box, 3);  // both grids whole at 1280 px
   layout->addLayout(lower, 0);
 
   other_message_ = new FieldMessage(this);
