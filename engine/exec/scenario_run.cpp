@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -124,12 +125,18 @@ ScenarioFigures scenario_figures(const ScenarioRun& run, const sessions::Session
   // per-token figures, counted apart (tester55 F4)
   // (the session's collectives of the measured steps, as analyze() sums the ranks' bytes_sent; an
   // lm_embedding run has no pipeline, so no drain step is left out)
-  if (run.lm)
-    for (const auto& c : session.collectives())
-      if (c.step >= 0 && c.name.ends_with("/split_check")) f.split_check_bytes += c.bytes_sent;
+  // A DLRM run's figures keep them (as stats counts them), but split_check_bytes says how many
+  // they were there too (tester61a F14: a 0 read as "no split checks"). Drain steps are left out
+  // as analyze leaves them out of bytes_sent.
+  std::set<int64_t> counted;
+  for (const auto& r : st.per_step)
+    if (!r.drain && r.step >= 0) counted.insert(r.step);
+  for (const auto& c : session.collectives())
+    if (c.step >= 0 && counted.count(c.step) && c.name.ends_with("/split_check")) f.split_check_bytes += c.bytes_sent;
   const int64_t samples = f.samples_per_step * st.counted_steps();
   if (samples > 0) {
-    f.bytes_per_sample = static_cast<double>(f.bytes_sent - f.split_check_bytes) / static_cast<double>(samples);
+    const int64_t left_out = run.lm ? f.split_check_bytes : 0;
+    f.bytes_per_sample = static_cast<double>(f.bytes_sent - left_out) / static_cast<double>(samples);
     if (f.tokens_per_sample > 0) {
       f.bytes_per_token = f.bytes_per_sample / static_cast<double>(f.tokens_per_sample);
       f.split_check_bytes_per_token =

@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "embedscope/engine/exec/write_room.h"
 #include "embedscope/engine/workload/scenario.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/sessions/analysis/compare.h"  // within_noise, step_time_test: the workbench's Figures verdict
 #include "embedscope/sessions/analysis/noise.h"
 #include "embedscope/sessions/analysis/stats.h"  // drain_steps_text
 #include "embedscope/sessions/model/units.h"
@@ -51,6 +54,7 @@ struct ScenarioState {
 struct ScenarioRow {
   std::string session;
   std::optional<es::ScenarioFigures> figures;  // none when the run did not start
+  std::optional<sessions::RunStats> stats;     // its session's stats (with figures): the noise tests
   std::string error;                           // how it failed, or why it did not run
   bool bad_input = false;
 };
@@ -100,7 +104,7 @@ json figures_json(const es::ScenarioFigures& f) {
           {"split_check_bytes_per_token", f.split_check_bytes_per_token},
           {"peak_allocated_bytes", f.peak_allocated_bytes},
           {"peak_reserved_bytes", f.peak_reserved_bytes},
-          {"final_loss", f.final_loss},
+          {"final_loss", f.simulated || f.steps == 0 ? json(nullptr) : json(f.final_loss)},  // a simulated run does not train
           {"held_out_auc", f.held_out_auc ? json(*f.held_out_auc) : json(nullptr)},
           {"held_out_auc_se", f.held_out_auc_se ? json(*f.held_out_auc_se) : json(nullptr)}};
 }
@@ -116,6 +120,78 @@ std::optional<sessions::AucDifference> auc_vs_first(const std::vector<ScenarioRo
 
 // The steps column: the measured steps, "C of N" where a pipeline's drain steps are left out of
 // the figures (tester52 F1: "6" read as the steps every figure covered).
+// A run's difference from run 0 in step time or exposed communication per step (ns), and whether
+// it is within the runs' step-to-step noise: step time by compare's within_noise (Welch's test of
+// the counted steps' times, the verdict the workbench's Figures page prints), exposed communication
+// by the same test (sessions::welch_t_test) of the counted steps' exposed communication, mean over
+// ranks. tested false where either run has fewer than kMinWelchSamples counted steps.
+struct NoiseVerdict {
+  double diff_ns = 0;
+  bool tested = false;
+  bool within_noise = false;
+};
+
+// Per counted step (drain steps left out), the mean over ranks of the exposed communication (ns).
+std::vector<double> exposed_per_counted_step(const sessions::RunStats& st) {
+  std::map<int64_t, std::pair<double, int>> by_step;
+  for (const auto& r : st.per_step) {
+    if (r.drain || r.step < 0) continue;
+    auto& [sum, n] = by_step[r.step];
+    sum += static_cast<double>(r.exposed_comm_ns);
+    ++n;
+  }
+  std::vector<double> out;
+  for (const auto& [step, v] : by_step) out.push_back(v.first / v.second);
+  return out;
+}
+
+std::optional<sessions::WelchTest> welch_of(const std::vector<double>& a, const std::vector<double>& b) {
+  const auto mean_sd = [](const std::vector<double>& v) {
+    double m = 0, ss = 0;
+    for (double x : v) m += x;
+    m /= static_cast<double>(std::max<size_t>(v.size(), 1));
+    for (double x : v) ss += (x - m) * (x - m);
+    return std::pair{m, v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0};
+  };
+  const auto [ma, sa] = mean_sd(a);
+  const auto [mb, sb] = mean_sd(b);
+  return sessions::welch_t_test(ma, sa, static_cast<int64_t>(a.size()), mb, sb, static_cast<int64_t>(b.size()));
+}
+
+std::optional<NoiseVerdict> step_vs_first(const std::vector<ScenarioRow>& rows, size_t i) {
+  if (i == 0 || !rows[0].stats || !rows[i].stats || !rows[0].figures || !rows[i].figures) return std::nullopt;
+  if (rows[0].figures->steps == 0 || rows[i].figures->steps == 0) return std::nullopt;
+  sessions::ComparedSession a, b;
+  a.stats = *rows[0].stats;
+  b.stats = *rows[i].stats;
+  NoiseVerdict v;
+  v.diff_ns = rows[i].figures->step_mean_ns - rows[0].figures->step_mean_ns;
+  v.tested = sessions::step_time_test(a, b).has_value();
+  v.within_noise = sessions::within_noise(a, b);
+  return v;
+}
+
+std::optional<NoiseVerdict> exposed_vs_first(const std::vector<ScenarioRow>& rows, size_t i) {
+  if (i == 0 || !rows[0].stats || !rows[i].stats || !rows[0].figures || !rows[i].figures) return std::nullopt;
+  if (rows[0].figures->steps == 0 || rows[i].figures->steps == 0) return std::nullopt;
+  NoiseVerdict v;
+  v.diff_ns = rows[i].figures->exposed_comm_per_step_ns - rows[0].figures->exposed_comm_per_step_ns;
+  const auto t = welch_of(exposed_per_counted_step(*rows[0].stats), exposed_per_counted_step(*rows[i].stats));
+  v.tested = t.has_value();
+  v.within_noise = t && !t->differs;
+  return v;
+}
+
+// "+124.55 ms noise", "-310.20 ms", "+12.00 ms ?" (no test: too few counted steps), "-" for run 0
+std::string verdict_cell(const std::optional<NoiseVerdict>& v) {
+  if (!v) return "-";
+  return fmt::format("{:+.2f} ms{}", v->diff_ns / 1e6, !v->tested ? " ?" : v->within_noise ? " noise" : "");
+}
+
+json verdict_json(const NoiseVerdict& v) {
+  return {{"difference_ns", v.diff_ns}, {"tested", v.tested}, {"within_noise", v.tested && v.within_noise}};
+}
+
 std::string steps_cell(const es::ScenarioFigures& f) {
   return f.counted_steps != f.steps ? fmt::format("{} of {}", f.counted_steps, f.steps) : std::to_string(f.steps);
 }
@@ -132,19 +208,22 @@ std::string all_drain_warning(size_t i, const es::ScenarioRun& run, const Scenar
 
 // The run's figures, its label last (labels are long: "vocab_parallel + sequence_parallel (...)").
 std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& row,
-                     const std::optional<sessions::AucDifference>& vs_first) {
+                     const std::optional<sessions::AucDifference>& vs_first, const std::optional<NoiseVerdict>& step_vs,
+                     const std::optional<NoiseVerdict>& exposed_vs) {
   if (!row.figures) return fmt::format("{:<2} {:<9} {}: {}\n", i, "-", run.label, row.error);
   const es::ScenarioFigures& f = *row.figures;
   const std::string wire = f.tokens_per_sample > 0 ? fmt::format("{:.1f}/token", f.bytes_per_token)
                                                    : fmt::format("{:.1f}/sample", f.bytes_per_sample);
   const bool measured = f.steps > 0;
   const std::string vs = vs_first ? sessions::auc_difference_cell(*vs_first) : "-";
-  return fmt::format("{:<2} {:<9} {:>7} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n", i,
-                     f.ended, steps_cell(f), measured ? ms(f.step_mean_ns) : "-",
-                     measured ? ms(f.exposed_comm_per_step_ns) : "-",
+  // a simulated run does not train: its loss is no figure (tester61a F14), as its AUC
+  const bool trained = measured && !f.simulated;
+  return fmt::format("{:<2} {:<9} {:>7} {:>12} {:>17} {:>12} {:>17} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n", i,
+                     f.ended, steps_cell(f), measured ? ms(f.step_mean_ns) : "-", verdict_cell(step_vs),
+                     measured ? ms(f.exposed_comm_per_step_ns) : "-", verdict_cell(exposed_vs),
                      100 * f.comm_share, 100 * f.embedding_comm_share, measured ? wire : "-",
                      format_bytes(f.peak_allocated_bytes), format_bytes(f.peak_reserved_bytes),
-                     measured ? fmt::format("{:.5f}", f.final_loss) : "-",
+                     trained ? fmt::format("{:.5f}", f.final_loss) : "-",
                      f.held_out_auc ? fmt::format("{:.4f}", *f.held_out_auc) : "-",
                      f.held_out_auc_se ? fmt::format("{:.4f}", *f.held_out_auc_se) : "-", vs, run.label);
 }
@@ -253,7 +332,9 @@ int cmd_scenario(const ScenarioState& s) {
     }
     if (!std::filesystem::exists(paths[i]) && out.ended == es::RunEnd::write_failed) continue;  // nothing recorded
     try {
-      row.figures = es::scenario_figures(run, sessions::SessionReader(paths[i]));
+      const sessions::SessionReader reader(paths[i]);
+      row.figures = es::scenario_figures(run, reader);
+      row.stats = sessions::analyze(reader);
     } catch (const std::exception& e) {  // the run left no readable session
       row.error += (row.error.empty() ? "" : "; ") + std::string(e.what());
       exit_code = std::max(exit_code, 1);
@@ -270,6 +351,8 @@ int cmd_scenario(const ScenarioState& s) {
       }
       if (const auto d = auc_vs_first(rows, i))  // tester42 F5: the difference with its noise
         r["held_out_auc_vs_run_0"] = {{"difference", d->diff}, {"se", d->se}, {"within_noise", d->within_noise}};
+      if (const auto v = step_vs_first(rows, i)) r["step_time_mean_vs_run_0"] = verdict_json(*v);
+      if (const auto v = exposed_vs_first(rows, i)) r["exposed_comm_per_step_vs_run_0"] = verdict_json(*v);
       if (!rows[i].error.empty()) r["error"] = rows[i].error;
       runs.push_back(std::move(r));
     }
@@ -280,19 +363,23 @@ int cmd_scenario(const ScenarioState& s) {
     return exit_code;
   }
   std::cout << fmt::format("scenario {}: {}\n\n", sc.id, sc.title);
-  std::cout << fmt::format("{:<2} {:<9} {:>7} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n",
-                           "N", "ended", "steps", "step mean", "exposed/step", "comm", "emb", "bytes on the wire",
+  std::cout << fmt::format("{:<2} {:<9} {:>7} {:>12} {:>17} {:>12} {:>17} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n",
+                           "N", "ended", "steps", "step mean", "vs 0", "exposed/step", "vs 0", "comm", "emb", "bytes on the wire",
                            "peak alloc", "peak resv", "loss", "AUC", "SE", "AUC vs 0", "run (session ID-N.db)");
-  for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << row_text(i, sc.runs[i], rows[i], auc_vs_first(rows, i));
+  for (size_t i = 0; i < sc.runs.size(); ++i)
+    std::cout << row_text(i, sc.runs[i], rows[i], auc_vs_first(rows, i), step_vs_first(rows, i), exposed_vs_first(rows, i));
   for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << all_drain_warning(i, sc.runs[i], rows[i]);
   std::cout << "\nsteps: the measured steps, 'C of N' where a pipeline's last drain steps are left out of every figure "
                "but peak and loss, as in stats (C counted); step mean: the slowest rank's step time; exposed/step: "
                "exposed communication per rank and counted step, mean over ranks (as compare and stats give it per "
-               "step); comm / emb: the share of the ranks' step time in collectives / in the embedding's own "
+               "step); vs 0: the difference from run 0's, 'noise' when Welch's t-test (95 %) of the counted steps' values "
+               "finds no difference (the step-to-step noise of the runs could make it; the workbench's Figures page "
+               "gives the same verdict for the step time), '?' where a run has fewer than 5 counted steps (no test); "
+               "comm / emb: the share of the ranks' step time in collectives / in the embedding's own "
                "(thread-level on CPU ranks); bytes on the wire: every rank's bytes sent per sample, Embedscope's split "
                "checks included as stats counts them (per token for lm_embedding, the split checks left out there: "
                "Megatron runs none); peak: the "
-               "largest rank's allocated / reserved device memory; loss: the last measured step's; AUC: the trained model's "
+               "largest rank's allocated / reserved device memory; loss: the last measured step's ('-' for a simulated run, which does not train); AUC: the trained model's "
                "ROC AUC on held-out generated batches (run --held-out-batches; '-' where a run was not evaluated); SE: its "
                "standard error from the held-out set's positives and negatives (Hanley & McNeil 1982); AUC vs 0: the "
                "difference from run 0's, 'noise' when within 2 x sqrt(SE^2 + SE0^2) (the held-out sample's chance)\n";

@@ -41,12 +41,21 @@ int drawn_over(QWidget* area, QWidget* view) {
   return most;
 }
 
+// The scroll areas of `view`: those under it and `view` itself when it is one (compare's Figures
+// page is a scroll area: its own overflow went uncounted, and the report cut its two charts at
+// 900 px: tester61a F8).
+QList<QAbstractScrollArea*> scroll_areas(QWidget* view) {
+  QList<QAbstractScrollArea*> out = view->findChildren<QAbstractScrollArea*>();
+  if (auto* self = qobject_cast<QAbstractScrollArea*>(view)) out.prepend(self);
+  return out;
+}
+
 // The vertical overflow of every visible scroll area under `view` not held, px (summed), plus
 // what a held one still lacks of its held height (a window too short to give it).
 int overflow(QWidget* view) {
   int total = 0;
-  for (auto* area : view->findChildren<QAbstractScrollArea*>()) {
-    if (!area->isVisibleTo(view)) continue;
+  for (auto* area : scroll_areas(view)) {
+    if (area != view && !area->isVisibleTo(view)) continue;
     if (const int held = area->property(kHeld).toInt(); held > 0) {
       // short of its held height, or running past its parent's bottom (a window too short)
       const QWidget* parent = area->parentWidget();
@@ -188,8 +197,8 @@ int show_every_row(QWidget* window, QWidget* view, int max_height, int max_rows,
 
 std::vector<CutPane> cut_panes(QWidget* view) {
   std::vector<CutPane> out;
-  for (auto* area : view->findChildren<QAbstractScrollArea*>()) {
-    if (!area->isVisibleTo(view)) continue;
+  for (auto* area : scroll_areas(view)) {
+    if (area != view && !area->isVisibleTo(view)) continue;
     const int more = area->verticalScrollBar()->maximum();
     if (more <= 0) continue;
     CutPane p;

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -86,6 +87,23 @@ TEST(ScenarioCli, RunsEveryRunIntoTheFolderAndComparesThem) {
   // lm_scenario_test's hand-computed bytes (bf16 activations): vocab_parallel sends 1,056 B a rank
   // a step, 4 ranks over the group's 16 tokens; sequence_parallel 2,304 B a rank, of which its two
   // reduce-scatters' split checks 2 x 192 B: left out of the per-token figure (tester55 F4)
+  // the DLRM run (tiny, 2 ranks, 2 steps) counts its split checks too, and keeps them in its bytes
+  // per sample (tester61a F14): 5 a step (input_dist splits, lengths, ids; output_dist; grad_dist),
+  // each an all-gather in which every rank sends 32 B: 5 x 2 ranks x 32 B x 2 steps = 640 B
+  const json& dl = runs[2].at("figures");
+  EXPECT_EQ(dl.at("split_check_bytes"), 640);
+  EXPECT_DOUBLE_EQ(dl.at("bytes_per_sample").get<double>(),
+                   dl.at("bytes_sent").get<double>() / (2.0 * dl.at("samples_per_step").get<double>()));
+  EXPECT_FALSE(dl.at("final_loss").is_null());
+  // the differences from run 0, with no noise test on 2 steps (Welch's test needs 5 in each)
+  EXPECT_FALSE(runs[0].contains("step_time_mean_vs_run_0"));
+  for (size_t i = 1; i < 3; ++i) {
+    const json& v = runs[i].at("step_time_mean_vs_run_0");
+    EXPECT_DOUBLE_EQ(v.at("difference_ns").get<double>(), runs[i].at("figures").at("step_time_mean_ns").get<double>() -
+                                                              runs[0].at("figures").at("step_time_mean_ns").get<double>());
+    EXPECT_FALSE(v.at("tested").get<bool>());
+    EXPECT_FALSE(runs[i].at("exposed_comm_per_step_vs_run_0").at("tested").get<bool>());
+  }
   const json& vp = runs[0].at("figures");
   const json& sp = runs[1].at("figures");
   EXPECT_EQ(vp.at("tokens_per_sample"), 8);
@@ -181,3 +199,67 @@ TEST(ScenarioCli, ListsTheBuiltInScenarios) {
 }
 
 }  // namespace
+
+namespace {
+
+// Three simulated runs of the tiny preset (6 steps, cost-model times without spread): the same
+// workload twice and once under sparse_dist.
+std::string scenario_cli_sim_file() {
+  const json sim = {{"steps", 6}, {"warmup_steps", 1}, {"devices", {{"backend", "simulated"}, {"hardware", "h100_sxm"}}}};
+  json sd = sim;
+  sd["pipeline"] = "sparse_dist";
+  const json j = {{"id", "sim3"},
+                  {"title", "Simulated"},
+                  {"explanation", "the same run twice, and sparse_dist"},
+                  {"runs",
+                   {{{"label", "a"}, {"preset", "tiny"}, {"overrides", sim}},
+                    {{"label", "b"}, {"preset", "tiny"}, {"overrides", sim}},
+                    {{"label", "c"}, {"preset", "tiny"}, {"overrides", sd}}}}};
+  const auto path = scenario_cli_scratch() / "sim3.json";
+  std::ofstream(path) << j.dump(1);
+  return path.string();
+}
+
+}  // namespace
+
+// The table marks step-time and exposed-communication differences from run 0 that the runs'
+// step-to-step noise could make (Welch's test, compare's within_noise for the step time: the
+// workbench Figures page's verdict), and a simulated run, which does not train, has no loss
+// (tester61a F3, F7, F14). Without spread (a simulation) the test calls equal means noise and
+// any difference of the means a difference (noise.h welch_t_test).
+TEST(ScenarioCli, MarksDifferencesWithinTheRunsNoise) {
+  const std::string file = scenario_cli_sim_file();
+  const auto dir = scenario_cli_scratch() / "sim3";
+  auto r = scenario_cli("scenario " + file + " -o " + dir.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const json runs = json::parse(r.out).at("runs");
+  ASSERT_EQ(runs.size(), 3u);
+  for (const json& run : runs) EXPECT_TRUE(run.at("figures").at("final_loss").is_null()) << run.dump();
+  const json& same = runs[1].at("step_time_mean_vs_run_0");
+  EXPECT_EQ(same.at("difference_ns").get<double>(), 0.0);
+  EXPECT_TRUE(same.at("tested").get<bool>());
+  EXPECT_TRUE(same.at("within_noise").get<bool>());
+  EXPECT_TRUE(runs[1].at("exposed_comm_per_step_vs_run_0").at("within_noise").get<bool>());
+  const json& sd = runs[2].at("step_time_mean_vs_run_0");
+  const double a = runs[0].at("figures").at("step_time_mean_ns").get<double>();
+  const double c = runs[2].at("figures").at("step_time_mean_ns").get<double>();
+  ASSERT_NE(a, c);  // sparse_dist hides the input dist in the cost model too
+  EXPECT_DOUBLE_EQ(sd.at("difference_ns").get<double>(), c - a);
+  EXPECT_TRUE(sd.at("tested").get<bool>());
+  EXPECT_FALSE(sd.at("within_noise").get<bool>());
+
+  r = scenario_cli("scenario " + file + " -o " + dir.string() + " --force-overwrite");
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  std::istringstream lines(r.out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    if (line.size() < 3 || line[1] != ' ' || line[0] < '0' || line[0] > '2') continue;
+    ++rows;
+    EXPECT_EQ(line.find("0.00000"), std::string::npos) << line;  // no loss figure for a simulated run
+    if (line[0] == '1') EXPECT_NE(line.find("+0.00 ms noise"), std::string::npos) << line;
+    if (line[0] == '2') EXPECT_EQ(line.find("noise"), std::string::npos) << line;
+  }
+  EXPECT_EQ(rows, 3) << r.out;
+  EXPECT_NE(r.out.find("vs 0: the difference from run 0's, 'noise' when Welch's t-test"), std::string::npos) << r.out;
+}

@@ -10,6 +10,8 @@
 
 #include <QApplication>
 #include <QImage>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QStandardItemModel>
 #include <QTreeView>
 #include <QVBoxLayout>
@@ -103,3 +105,27 @@ TEST(Ui44ScalingReport, AScalingStudyIsWrittenAsItsPage) {
 }
 
 }  // namespace
+
+// A page that is itself a scroll area (compare's Figures page) grows the report window until it
+// has nothing left to scroll: its own overflow counts, not only its children's (tester61a F8:
+// figures.png was cut at 900 px, its two charts without their axes). Hand: a 2,000 px content
+// in a 1600 x 900 window needs at least 2,000 px.
+TEST(Ui44Report, APageThatIsAScrollAreaIsShownWhole) {
+  using namespace embedscope::ui;
+  QWidget window;
+  auto* layout = new QVBoxLayout(&window);
+  auto* page = new QScrollArea(&window);
+  page->setWidgetResizable(true);
+  auto* content = new QWidget;
+  content->setMinimumHeight(2000);
+  page->setWidget(content);
+  layout->addWidget(page);
+  window.resize(1600, 900);
+  window.show();
+  QApplication::processEvents();
+  ASSERT_GT(page->verticalScrollBar()->maximum(), 0);  // scrolls in the window
+  EXPECT_EQ(show_every_row(&window, page), 0);
+  EXPECT_EQ(page->verticalScrollBar()->maximum(), 0);
+  EXPECT_GE(window.height(), 2000);
+  EXPECT_TRUE(cut_panes(page).empty());
+}

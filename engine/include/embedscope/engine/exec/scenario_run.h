@@ -83,10 +83,12 @@ struct ScenarioFigures {
   double comm_share = 0;
   double embedding_comm_share = 0;
   int64_t bytes_sent = 0;             ///< every rank, measured steps (split checks included)
-  /// lm_embedding: of bytes_sent, Embedscope's split checks ("<name>/split_check", which Megatron
-  /// and TorchRec do not run); 0 for DLRM (its figures keep them)
+  /// Of bytes_sent, Embedscope's split checks ("<name>/split_check", which Megatron and TorchRec
+  /// do not run), counted steps only; left out of an lm_embedding run's per-sample and per-token
+  /// figures, kept in a DLRM run's (as stats counts them)
   int64_t split_check_bytes = 0;
-  double bytes_per_sample = 0;        ///< (bytes_sent - split_check_bytes) / samples
+  /// (bytes_sent - split_check_bytes) / samples for lm_embedding, bytes_sent / samples for DLRM
+  double bytes_per_sample = 0;
   double bytes_per_token = 0;         ///< bytes_per_sample / sequence_length; 0 for DLRM
   double split_check_bytes_per_token = 0;  ///< split_check_bytes / tokens; 0 for DLRM
   int64_t peak_allocated_bytes = 0;
