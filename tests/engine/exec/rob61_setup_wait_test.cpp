@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -27,13 +28,13 @@
 namespace {
 namespace es = embedscope::engine;
 
-// tiny with table t_c grown to `rows` rows (12 floats each, table-wise: on one rank), a 100 ms
-// collective timeout, no warm-up (step 0 is measured), `steps` steps.
-es::WorkloadSpec rob61_big_table_spec(int64_t rows, int64_t steps) {
+// tiny with table t_c grown to `rows` rows (12 floats each, table-wise: on one rank), a collective
+// timeout of `timeout_ms`, no warm-up (step 0 is measured), `steps` steps.
+es::WorkloadSpec rob61_big_table_spec(int64_t rows, int64_t timeout_ms, int64_t steps) {
   es::WorkloadSpec spec = es::load_preset("tiny");
   spec.tables[3].num_embeddings = rows;
   spec.devices.memory_bytes = int64_t{1} << 30;
-  spec.collective_timeout_ms = es::kMinCollectiveTimeoutMs;  // 100 ms
+  spec.collective_timeout_ms = timeout_ms;
   spec.warmup_steps = 0;
   spec.steps = steps;
   return spec;
@@ -41,17 +42,20 @@ es::WorkloadSpec rob61_big_table_spec(int64_t rows, int64_t steps) {
 }  // namespace
 
 TEST(Rob61SetupWait, ALongTableInitialisationIsNoHangAndNotTheFirstStepsTime) {
-  constexpr int64_t kRows = 4'000'000, kDim = 12;  // 192 MB of fp32 rows
+  constexpr int64_t kRows = 8'000'000, kDim = 12;  // 384 MB of fp32 rows
   // the reference: how long initialising those rows takes here, as the rank does (init_shard)
   std::vector<float> rows(static_cast<size_t>(kRows * kDim));
   const auto t0 = std::chrono::steady_clock::now();
   es::init_shard(1, 3, kRows, 0, kRows, 0, kDim, rows.data());
   const double init_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   rows = {};
-  // the test means something only when the initialisation outlasts the collective timeout
-  ASSERT_GT(init_ms, 2.0 * es::kMinCollectiveTimeoutMs) << "init_shard of " << kRows << " rows took " << init_ms << " ms";
+  // a timeout a quarter of that (at least the smallest allowed, 100 ms): the initialisation
+  // outlasts it on any machine, and the steps' own collectives, under load too, do not
+  const int64_t timeout_ms = std::max<int64_t>(es::kMinCollectiveTimeoutMs, static_cast<int64_t>(init_ms / 4));
+  if (init_ms <= 2.0 * static_cast<double>(timeout_ms))
+    GTEST_SKIP() << "init_shard of " << kRows << " rows took only " << init_ms << " ms here: no timeout it outlasts";
 
-  const es::WorkloadSpec spec = rob61_big_table_spec(kRows, 3);
+  const es::WorkloadSpec spec = rob61_big_table_spec(kRows, timeout_ms, 3);
   es::TrainerOptions opt;
   opt.held_out_batches = 0;
   const es::RunResult r = es::run_training(spec, es::plan_sharding(spec), opt);
