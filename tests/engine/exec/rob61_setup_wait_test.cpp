@@ -124,9 +124,10 @@ TEST(Rob61ConcurrentReaders, ReadersStartedTogetherAllSayCrashedAndOneFoldsTheWa
     fs::copy_file(db, rd / "k.db");
     fs::copy_file(db + "-wal", rd / "k.db-wal");
     // every reader started at once by one shell, each writing its --json to a file of its own
-    std::string cmd = "cd '" + rd.string() + "' && ";
+    std::string cmd;
     for (int i = 0; i < kReaders; ++i)
-      cmd += fmt::format("'{}' stats k.db --json > o{}.json 2>/dev/null & ", EMBEDSCOPE_CLI, i);
+      cmd += fmt::format("'{}' stats '{}' --json > '{}' 2>/dev/null & ", EMBEDSCOPE_CLI, (rd / "k.db").string(),
+                         (rd / fmt::format("o{}.json", i)).string());
     cmd += "wait";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     for (int i = 0; i < kReaders; ++i) {
