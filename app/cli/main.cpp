@@ -22,13 +22,21 @@
 namespace cli = embedscope::cli;
 using nlohmann::json;
 
+// What --help says of the exit codes (docs/cli-run.md, "Exit codes", says the same at length).
+constexpr const char* kExitCodes =
+    "Exit codes: 0 ok (a run cancelled by Ctrl-C or SIGTERM too); 1 the job failed while running (oom, hang, crash, "
+    "write_failed: a session that could not be written, or created on a full disk); 2 bad input (a file, flag or "
+    "workload at fault, an output name that is empty or cannot be created: a read-only or missing folder, no "
+    "permission), also ids outside a table found while running; 3 import --strict recorded data_loss; 130 "
+    "cancelled at once (a second Ctrl-C; an import, merge or export cancelled).";
+
 int main(int argc, char** argv) {
   CLI::App app{"embedscope: sharded embedding training workloads, profiled (headless CLI)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "embedscope " EMBEDSCOPE_VERSION);
   app.footer("Documentation: README.md and docs/ in the source tree (docs/cli-run.md: run, plan, program; "
              "docs/sessions.md: stats, import, merge, export, replay-memory; docs/output.md: what the output means; "
-             "docs/configuration.md: the workload file). COMMAND --help for each command.");
+             "docs/configuration.md: the workload file). COMMAND --help for each command.\n" + std::string(kExitCodes));
   // In the order --help lists them.
   const std::vector<cli::Command> commands = {
       cli::add_run_command(app),
@@ -48,6 +56,7 @@ int main(int argc, char** argv) {
       cli::add_replay_memory_command(app),
       cli::add_export_command(app),
   };
+  for (const auto& c : commands) c.app->footer(kExitCodes);  // every COMMAND --help lists them too
   try {
     app.parse(argc, argv);
   } catch (const CLI::RequiredError& e) {

@@ -401,16 +401,24 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
   detail::RankLines lines;
   for (const auto& e : est) {
     if (e.total() <= spec.devices.memory_bytes) continue;
+    // both sides the same when rounded ("needs 30.4 MiB > 30.4 MiB"): the bytes, and how many short
+    const int64_t have = spec.devices.memory_bytes;
+    const bool same = format_bytes(e.total()) == format_bytes(have);
+    const std::string need_text = same ? fmt::format("{} ({} bytes)", format_bytes(e.total()), e.total())
+                                       : format_bytes(e.total());
+    const std::string have_text = same ? fmt::format("{} ({} bytes: {} bytes short)", format_bytes(have), have,
+                                                     e.total() - have)
+                                       : format_bytes(have);
     lines.add(e.rank,
               fmt::format("needs {} (weights {}, optimizer state {}, {}dense {}, buffers {}{}) > {}",
-                          format_bytes(e.total()), format_bytes(e.weights), format_bytes(e.optimizer_state),
+                          need_text, format_bytes(e.weights), format_bytes(e.optimizer_state),
                           e.cache > 0 ? fmt::format("device cache {}, ", format_bytes(e.cache)) : std::string(),
                           format_bytes(e.dense), format_bytes(e.buffers),
                           e.pipeline_buffers > 0
                               ? fmt::format(", of which {} for the batch the {} pipeline keeps ahead",
                                             format_bytes(e.pipeline_buffers), to_string(spec.pipeline))
                               : std::string(),
-                          format_bytes(spec.devices.memory_bytes)),
+                          have_text),
               e.total());
   }
   // The bytes fit, but no layout of the allocator's segments can hold the step: PyTorch's rules

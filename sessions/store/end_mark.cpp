@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -169,11 +170,29 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why, Wal
   gethostname(name, sizeof name - 1);
   if (ended != "running") return no("its writer closed it");
   if (host != name) return no("its writer ran on another host");
+  // A shared lock on the session: it cannot be had while a writer holds its LOCK_EX, and it does
+  // not look like a writer to the other readers' probes (probe_writer_lock: LOCK_SH). Before, the
+  // checkpoint took LOCK_EX here, and readers started at the same moment read the killed run as
+  // `running` and none of them checkpointed. Readers that checkpoint at once take turns on a lock
+  // of the -wal (flock; SQLite locks the database and the -shm, never the -wal): one folds it
+  // back, the others read the result.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return no("cannot be opened");
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
     detail::close_keeping_locks(fd);
     return no("a writer holds it");
+  }
+  const int wal_fd = ::open((path + "-wal").c_str(), O_RDONLY | O_CLOEXEC);
+  if (wal_fd < 0 || flock(wal_fd, LOCK_EX) != 0) {  // waits for another reader's checkpoint
+    if (wal_fd >= 0) ::close(wal_fd);
+    detail::close_keeping_locks(fd);
+    return no("its -wal cannot be opened");
+  }
+  struct stat wal_now {};
+  if (fstat(wal_fd, &wal_now) != 0 || wal_now.st_size == 0) {  // another reader folded it back meanwhile
+    ::close(wal_fd);
+    detail::close_keeping_locks(fd);
+    return no("another reader checkpointed it");
   }
   // what SQLite cannot read is kept beside it before the checkpoint (which keeps only the readable
   // prefix and empties the -wal): a reader never loses what was recorded (tester47 F11)
@@ -185,6 +204,7 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why, Wal
     std::filesystem::copy_file(path + "-wal", copy, ec);
     if (ec || std::filesystem::file_size(copy, ec) != static_cast<uintmax_t>(scan.file_bytes)) {
       std::filesystem::remove(copy, ec);
+      ::close(wal_fd);
       detail::close_keeping_locks(fd);
       return no("its -wal holds bytes SQLite cannot read and no copy of it could be written");
     }
@@ -198,6 +218,7 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why, Wal
          sqlite3_exec(db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr) == SQLITE_OK;
   }
   sqlite3_close(db);  // before the descriptor: closing it drops this process's POSIX locks
+  ::close(wal_fd);     // the -wal's flock, for the next reader (its -wal may be gone now)
   detail::close_keeping_locks(fd);
   if (!ok && !made.empty()) {  // nothing changed: the -wal is still whole, the copy not needed
     std::error_code ec;

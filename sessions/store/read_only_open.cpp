@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -157,6 +158,19 @@ sqlite3* open_session_read_only(const std::string& path, int busy_timeout_ms) {
     if (ro_first_read(shared) == SQLITE_OK) return shared;
     sqlite3_close(shared);
   }
+  // a killed run's FILE and FILE-wal copied without FILE-shm into a folder this process may not
+  // write (read-only CI artifacts): SQLite needs the -shm to read the -wal, and immutable=1 would
+  // read the file without the -wal's commits (https://www.sqlite.org/wal.html, "Read-Only
+  // Databases"): refused, saying what to do, rather than read without the steps in the -wal
+  struct stat wal {}, shm {};
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  if (::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0 && ::lstat((path + "-shm").c_str(), &shm) != 0 &&
+      ::access(folder.empty() ? "." : folder.c_str(), W_OK) != 0)
+    throw SessionError(fmt::format(
+        "{}: cannot be read here: its commits are in {}-wal, and SQLite needs a {}-shm beside them to read them, "
+        "which it cannot create in a read-only folder; copy {} and {}-wal together to a writable folder and read "
+        "the copy (or copy the {}-shm the run left as well)",
+        path, path, path, path, path, path));
   // no way round it: as SQLite opens it, its first query says why
   db = ro_open_uri(plain, busy_timeout_ms, error);
   if (!db) throw SessionError(fmt::format("{}: cannot open: {}", path, error));

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 
@@ -138,6 +139,9 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
   // A reader never writes and never makes the writer fail (no checkpoint on close, a wait while
   // the writer holds a lock for a moment), and reads a session whose -shm cannot be made (a full
   // disk): read_only_open.h.
+  // the companions SQLite may create for a WAL-mode file copied without them (F10: an empty -wal
+  // and a -shm left beside a copy that is no session, whose message asks for the -wal)
+  const bool had_wal = std::filesystem::exists(path + "-wal"), had_shm = std::filesystem::exists(path + "-shm");
   m.db = detail::open_session_read_only(path, 10000);
   auto read_version = [&] {
     Stmt s;
@@ -159,9 +163,17 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
                                      path, who));
   };
   if (!m.has_table("metadata")) just_started();
-  if (!m.has_table("metadata"))
+  if (!m.has_table("metadata")) {
+    sqlite3_close(m.db);  // before its companions go: no descriptor of them stays open
+    m.db = nullptr;
+    std::error_code ec;
+    if (!had_wal && std::filesystem::file_size(path + "-wal", ec) == 0 && !ec) {
+      std::filesystem::remove(path + "-wal", ec);
+      if (!had_shm) std::filesystem::remove(path + "-shm", ec);
+    }
     throw SessionError(fmt::format("{}: an SQLite database, but not an Embedscope session (no metadata table; a copy "
                                    "of a running or killed session needs its -wal file beside it)", path));
+  }
   if (version_ > kSchemaVersion)
     throw SessionError(fmt::format(
         "{}: written by a newer Embedscope (session schema version {}; this build reads up to {}); update Embedscope",

@@ -317,11 +317,15 @@ void SessionWriter::Impl::loop() {
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
     cv.wait_for(lock, kCommitInterval, [&] {
-      return stop || pending.ops.size() >= kWakeOps || !pending.flight.empty() || pending.file_bytes() >= kHoldBytes;
+      return stop || sync_requested || pending.ops.size() >= kWakeOps || !pending.flight.empty() ||
+             pending.file_bytes() >= kHoldBytes;
     });
     Pending batch;
     std::swap(batch, pending);
+    sync_requested = false;
     const bool stopping = stop;
+    const bool any = !batch.empty();
+    if (any) ++batches_taken;
     lock.unlock();
     drained.notify_all();
     if (!batch.empty() && !failed.load()) {
@@ -349,8 +353,23 @@ void SessionWriter::Impl::loop() {
       }
     }
     lock.lock();
+    if (any) {
+      ++batches_done;
+      batch_done.notify_all();
+    }
     if (stopping && pending.empty()) return;
   }
+}
+
+void SessionWriter::sync() {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  auto& m = *impl_;
+  if (m.stop || m.failed.load()) return;
+  const int64_t want = m.batches_taken + (m.pending.empty() ? 0 : 1);
+  if (m.batches_done >= want) return;
+  m.sync_requested = true;
+  m.cv.notify_all();
+  m.batch_done.wait(lock, [&] { return m.stop || m.failed.load() || m.batches_done >= want; });
 }
 
 

@@ -16,6 +16,7 @@ void SessionWriter::close(const std::string& ended, const std::string& message) 
   }
   m.cv.notify_all();
   m.drained.notify_all();
+  m.batch_done.notify_all();  // a sync() under way returns
   if (m.thread.joinable()) m.thread.join();
   if (m.write_error.empty()) m.write_op_blocks();
   if (!m.write_error.empty()) m.write_end_after_failure(ended, message);

@@ -175,6 +175,11 @@ struct SessionWriter::Impl {
   // after a failed write (write_error set): nothing more is written (loop)
   std::atomic<bool> failed{false};
   int64_t commits = 0;                                // batches committed whole (loop)
+  // sync(): batches the writer took (non-empty) and finished writing (committed or failed), and
+  // a sync asking the writer to take the pending records now rather than at the interval
+  int64_t batches_taken = 0, batches_done = 0;
+  bool sync_requested = false;
+  std::condition_variable batch_done;
   std::map<int32_t, std::pair<int64_t, int64_t>> committed_steps;  // by rank: step rows, last step
   /// Writes `ended` / `message` alone after a failed write, where the file still takes them.
   void write_end_after_failure(const std::string& ended, const std::string& message);

@@ -234,7 +234,9 @@ Command add_calibrate_command(CLI::App& app) {
   cmd->add_option("sessions", s->sessions, "Sessions of cpu runs to fit from")->required()->check(CLI::ExistingFile);
   cmd->add_option("--check", s->check, "Held-out sessions to simulate with the fitted profile (step time vs measured)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", s->output, "Write the profile JSON here (for run/plan/scaling --simulate FILE)");
+  cmd->add_option("-o,--output", s->output, "Write the profile JSON here (for run/plan/scaling --simulate FILE)")
+      ->check(CLI::Validator(
+          [](const std::string& v) { return empty_output_name_refusal(v, "leave -o out to write no profile"); }, "NAME"));
   cmd->add_flag("--force-overwrite", s->overwrite, "Replace an existing -o profile");
   cmd->add_option("--name", s->name, "The profile's name (default this_machine)");
   cmd->add_flag("--json", s->json, "Print the fits, the profile and the checks as JSON");

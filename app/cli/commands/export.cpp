@@ -32,7 +32,9 @@ namespace ss = embedscope::sessions;
 namespace {
 
 int cmd_export(const std::string& file, const std::string& format, const std::string& out, bool overwrite) {
-  const ss::SessionReader session(file);
+  // the reasons stats and compare give for a file that is no session (open_for_stats)
+  const std::unique_ptr<ss::SessionReader> opened = open_for_stats(file, "export");
+  const ss::SessionReader& session = *opened;
   std::error_code ec;
   if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(file, out, ec))
     throw es::SpecError(fmt::format("{}: is the session being exported; choose another output", out));
@@ -160,7 +162,10 @@ Command add_export_command(CLI::App& app) {
                 "profiler traces (rank_N.json) for Holistic Trace Analysis")
       ->required()
       ->check(CLI::IsMember({"chrome", "csv", "kineto"}));
-  exp->add_option("-o,--output", s->out, "Output file (chrome) or folder (csv, kineto)")->required();
+  exp->add_option("-o,--output", s->out, "Output file (chrome) or folder (csv, kineto)")
+      ->check(CLI::Validator(
+          [](const std::string& v) { return empty_output_name_refusal(v, "give the file (chrome) or folder (csv, kineto) to write"); }, "NAME"))
+      ->required();
   exp->add_flag("--force-overwrite", s->overwrite,
                 "Replace an existing output file (chrome), the csv files in an existing folder, or (kineto) its rank_*.json files");
   return {exp, [s] { return cmd_export(s->file, s->format, s->out, s->overwrite); }, nullptr};

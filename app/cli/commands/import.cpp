@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "output_guard.h"
 #include "embedscope/sessions/analysis/gpu_kernels.h"
 #include "embedscope/sessions/analysis/recorded_run.h"
 #include "embedscope/sessions/importers/common/clock_align.h"
@@ -170,7 +171,7 @@ int cmd_import(const ImportState& s) {
   si::ImportSummary sum;
   {
     std::optional<ss::SessionWriter> writer;
-    cancel.hold([&] { writer.emplace(staged.temp(), true); });  // never created after a cancel removed it
+    cancel.hold([&] { with_out_name(staged, [&] { writer.emplace(staged.temp(), true); }); });  // never created after a cancel removed it
     try {
       sum = importer.run(files, *writer, opt);
       if (!s.allow_disjoint) refuse_disjoint_ranks(sum.problems);
@@ -242,7 +243,9 @@ Command add_import_command(CLI::App& app) {
                                          "nsys export when nsys is on PATH) or a PyTorch "
                                          "CUDA memory snapshot (.pickle, gzip too) into one session");
   c->add_option("paths", s->inputs, "Trace files or directories (one file per rank)")->required();
-  c->add_option("-o,--output", s->output, "Session file to write (default: the first input's name with .db, here)");
+  c->add_option("-o,--output", s->output, "Session file to write (default: the first input's name with .db, here)")
+      ->check(CLI::Validator(
+          [](const std::string& v) { return empty_output_name_refusal(v, "leave -o out for the default (the first input's name with .db)"); }, "NAME"));
   c->add_option("--align", s->align, "How ranks' clocks are aligned: none (as recorded, one global minimum) or "
                                      "collectives (one offset per rank from matching collectives' ends)")
       ->check(CLI::IsMember({"none", "collectives"}));

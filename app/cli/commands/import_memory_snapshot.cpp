@@ -62,7 +62,7 @@ std::vector<ss::ImportStat> import_memory_snapshot(const std::vector<std::string
   ts::ImportSummary sum;
   {
     std::optional<ss::SessionWriter> w;
-    cancel.hold([&] { w.emplace(staged.temp(), true); });
+    cancel.hold([&] { with_out_name(staged, [&] { w.emplace(staged.temp(), true); }); });
     sum = ts::import_torch_memory_snapshots(inputs, *w);
     w->close("complete");
   }

@@ -624,8 +624,9 @@ int cmd_launch(const LaunchState& s) {
     CancelWrites cancel("launch", ca.output, "written", ca.json, "\nembedscope launch: cancelling the merge\n");
     cancel.set_note("embedscope launch: the rank sessions are kept: " + kept_rank_sessions(sessions, ca.output),
                     json{{"rank_sessions", sessions}});
+    std::optional<StagedSession> staged_at;
     try {
-      StagedSession staged(ca.output, ca.overwrite, "launch");
+      StagedSession& staged = staged_at.emplace(ca.output, ca.overwrite, "launch");
       cancel.remove_on_cancel(staged.temp());
       if (sessions.size() >= 2) {
         fmt::print(stderr, "embedscope launch: merging {} rank sessions{} into {}\n", sessions.size(), steps_text,
@@ -642,7 +643,10 @@ int cmd_launch(const LaunchState& s) {
       cancel.commit([&] { staged.commit(); });
     } catch (const std::exception& e) {
       merged_status = "none";
-      merge_error = e.what();
+      // the name asked for, not the hidden temporary; and how to merge once the cause is gone
+      // (a full disk), as the launcher-killed case says
+      merge_error = fmt::format("{}; the rank sessions are kept: {}", staged_at ? staged_at->as_out(e.what()) : e.what(),
+                                kept_rank_sessions(sessions, ca.output));
     }
   }
   // the merge is in place (or failed): a Ctrl-C from here stops at once, naming every session

@@ -54,7 +54,7 @@ int cmd_merge(const MergeState& s) {
   cancel.remove_on_cancel(staged.temp());
   fmt::print(stderr, "merge: merging {} sessions into {}\n", s.inputs.size(), s.output);
   opt.overwrite = true;  // the temporary name, claimed by StagedSession
-  const ss::MergeSummary sum = ss::merge_sessions(s.inputs, staged.temp(), opt);
+  const ss::MergeSummary sum = with_out_name(staged, [&] { return ss::merge_sessions(s.inputs, staged.temp(), opt); });
   cancel.commit([&] { staged.commit(); });
   const ss::SessionReader merged(s.output);
   const auto problems = merged.import_stats();
@@ -86,7 +86,10 @@ Command add_merge_command(CLI::App& app) {
   auto* c = app.add_subcommand("merge", "Merge per-rank sessions (imported traces, or Embedscope runs on different "
                                         "hosts) into one session; a rank in two inputs is refused");
   c->add_option("sessions", s->inputs, "Session files, two or more (each rank from one file only)")->required()->expected(2, -1);
-  c->add_option("-o,--output", s->output, "Session file to write")->required();
+  c->add_option("-o,--output", s->output, "Session file to write")
+      ->check(CLI::Validator(
+          [](const std::string& v) { return empty_output_name_refusal(v, "give the session file to write"); }, "NAME"))
+      ->required();
   c->add_option("--align", s->align, "How ranks' clocks are aligned: none (as recorded, one global minimum) or "
                                      "collectives (one offset per rank from matching collectives' ends)")
       ->check(CLI::IsMember({"none", "collectives"}));

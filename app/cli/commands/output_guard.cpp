@@ -11,6 +11,10 @@
 
 namespace embedscope::cli {
 
+std::string empty_output_name_refusal(const std::string& value, std::string_view remedy) {
+  return value.empty() ? fmt::format("an empty name; {}", remedy) : std::string();
+}
+
 std::string input_that_is(const std::string& out, const std::vector<std::string>& inputs) {
   std::error_code ec;
   if (out.empty() || !std::filesystem::exists(out, ec)) return {};

@@ -13,6 +13,13 @@
 
 namespace embedscope::cli {
 
+/// The check of an output name every command that writes a file makes (CLI11 Validator body):
+/// "" for a name, and for an empty one (`-o ''`, an unset $OUT in CI) "an empty name; " +
+/// `remedy`, which CLI11 prints as "--output: an empty name; REMEDY" with exit 2. Before, export
+/// wrote into the current folder, import took its default name, and rebalance and calibrate
+/// wrote nothing and exited 0.
+std::string empty_output_name_refusal(const std::string& value, std::string_view remedy);
+
 /// The first of `inputs` that is the same file as `out` (compared by identity: same device and
 /// inode; inputs that do not exist or are directories are skipped), or "" when none is, or when
 /// `out` does not exist yet.

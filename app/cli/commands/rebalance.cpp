@@ -679,7 +679,9 @@ Command add_rebalance_command(CLI::App& app) {
                 "Let the proposal split a table whose load alone exceeds the mean rank load: row_wise, column_wise or "
                 "both (default: the workload's rebalance row_wise_hot_tables / column_wise_hot_tables)")
       ->check(CLI::IsMember({"row_wise", "column_wise", "both"}));
-  c->add_option("--plan-out", s->plan_out, "Write the proposed plan as JSON (for run --plan)");
+  c->add_option("--plan-out", s->plan_out, "Write the proposed plan as JSON (for run --plan)")
+      ->check(CLI::Validator(
+          [](const std::string& v) { return empty_output_name_refusal(v, "leave --plan-out out to write no plan"); }, "NAME"));
   c->add_flag("--force-overwrite", s->overwrite, "Replace an existing --plan-out file");
   c->add_flag("--json", s->json, "Print the proposal as JSON");
   return {c, [s] { return cmd_rebalance(*s); }, [s] { return s->json; }};

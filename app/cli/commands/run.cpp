@@ -26,6 +26,7 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/exec/run.h"
+#include "embedscope/engine/exec/setup_note.h"
 #include "embedscope/engine/exec/table_storage_json.h"
 #include "embedscope/engine/planner/search.h"
 #include "embedscope/engine/planner/storage_fallback.h"
@@ -190,6 +191,10 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
       if (launcher == 0 || e.code().value() != EPIPE) throw;
     }
   };
+  // a long table initialisation, said on stderr (the first step waits for every rank's setup)
+  es::set_setup_note_sink([](const std::string& line) {
+    if (!launcher_gone()) fmt::print(stderr, "{}\n", line);
+  });
   // a signal while it loaded or planned; one rank of several processes goes on to the rendezvous,
   // which a cancel ends on every rank (run_training)
   if (cancel && process_from.empty()) return report_cancelled_before_run(as_json);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "output_guard.h"
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/scaling_study.h"
 #include "embedscope/engine/sharding/idle_ranks.h"
@@ -174,7 +175,9 @@ Command add_scaling_command(CLI::App& app) {
                       "table_row_wise; lm_embedding workloads: vocab_parallel,data_parallel,row_wise)");
   s->shardings_option->delimiter(',')
       ->allow_extra_args(false);  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
-  cmd->add_option("-o,--output", s->output, "Write each point's simulated session to DIR/<sharding>_<gpus>.db");
+  cmd->add_option("-o,--output", s->output, "Write each point's simulated session to DIR/<sharding>_<gpus>.db")
+      ->check(CLI::Validator(
+          [](const std::string& v) { return empty_output_name_refusal(v, "leave -o out to write no sessions"); }, "NAME"));
   cmd->add_flag("--force-overwrite", s->overwrite, "Replace the sessions of an earlier study in the -o directory");
   cmd->add_flag("--json", s->json, "Print the points as JSON");
   return {cmd, [s] { return cmd_scaling(*s); }, [s] { return s->json; }};

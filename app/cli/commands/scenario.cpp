@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "output_guard.h"
 #include "embedscope/engine/exec/scenario_run.h"
 #include "embedscope/engine/exec/write_room.h"
 #include "embedscope/engine/workload/scenario.h"
@@ -399,7 +400,9 @@ Command add_scenario_command(CLI::App& app) {
                                  "memory)");
   cmd->add_option("scenario", s->scenario, "A built-in scenario's id (see --list) or a scenario file");
   s->steps_option = cmd->add_option("--steps", s->steps, "Steps of every run (default: each run's own; at least 1)");
-  cmd->add_option("-o,--output", s->output, "Directory of the sessions (default: the current one; made when missing)");
+  cmd->add_option("-o,--output", s->output, "Directory of the sessions (default: the current one; made when missing)")
+      ->check(CLI::Validator(
+          [](const std::string& v) { return empty_output_name_refusal(v, "leave -o out for the current folder"); }, "NAME"));
   cmd->add_flag("--force-overwrite", s->overwrite, "Replace existing sessions of the scenario in DIR");
   cmd->add_flag("--json", s->json, "Print the comparison as JSON");
   cmd->add_flag("--list", s->list, "List the built-in scenarios");

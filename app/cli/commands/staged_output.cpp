@@ -116,6 +116,12 @@ StagedSession::StagedSession(std::string out, bool overwrite, std::string comman
   remove_stale_staged(dir, stem, command_, tag);  // and those of other killed imports of `out`
 }
 
+std::string StagedSession::as_out(std::string text) const {
+  for (size_t at = text.find(temp_); !temp_.empty() && at != std::string::npos; at = text.find(temp_, at + out_.size()))
+    text.replace(at, temp_.size(), out_);
+  return text;
+}
+
 StagedSession::~StagedSession() {
   if (!committed_) ss::SessionWriter::remove_files(temp_);
 }

@@ -6,7 +6,10 @@
 // directory).
 
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "embedscope/sessions/store/session.h"
 
 namespace embedscope::cli {
 
@@ -41,11 +44,28 @@ class StagedSession {
   /// temporary file over `out`. Throws SessionError naming `out` when that fails (the
   /// temporary file is then removed and `out` kept).
   void commit();
+  /// `text` (an error of the writer or the merge) with the temporary name replaced by the final
+  /// one: the user asked for `out` and never heard of ".out.importing-PID" (tester61c F3).
+  std::string as_out(std::string text) const;
 
  private:
   std::string out_, temp_, command_;
   bool overwrite_ = false, committed_ = false;
 };
+
+/// Runs f() and returns what it returns; a SessionWriteError or SessionError it throws is thrown
+/// again (the same type) with the temporary name of `staged` replaced by the final one
+/// (StagedSession::as_out): "ro/i.db: cannot create the session file: Read-only file system".
+template <class F>
+decltype(auto) with_out_name(const StagedSession& staged, F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (const sessions::SessionWriteError& e) {
+    throw sessions::SessionWriteError(staged.as_out(e.what()));
+  } catch (const sessions::SessionError& e) {
+    throw sessions::SessionError(staged.as_out(e.what()));
+  }
+}
 
 /// Throws SessionError when `out` is one of the files an import would read: one of `inputs`
 /// as given or one of `files` (the inputs with directories expanded). Compared by identity

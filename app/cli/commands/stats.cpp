@@ -2,6 +2,7 @@
 // critical path and the collectives of a session (text or --json).
 
 #include <algorithm>
+#include <filesystem>
 #include <string_view>
 #include <cmath>
 #include <cstdlib>
@@ -102,7 +103,15 @@ std::unique_ptr<ss::SessionReader> open_for_stats(const std::string& file, std::
         throw ss::SessionError(what + "; its -wal file is there but damaged: " + ss::describe_unread_wal(file, wal));
       // an SQLite database an importer reads (an Nsight Systems export): what it is and how to
       // make a session of it, as for a Kineto trace, not SQLite's "no metadata table"
-      if (const std::string kind = importable_kind(file); !kind.empty())
+      // the importers' look at it (an SQLite connection) leaves no empty -wal and -shm beside it (F10)
+      const bool had_wal = std::filesystem::exists(file + "-wal"), had_shm = std::filesystem::exists(file + "-shm");
+      const std::string kind = importable_kind(file);
+      std::error_code ec;
+      if (!had_wal && std::filesystem::file_size(file + "-wal", ec) == 0 && !ec) {
+        std::filesystem::remove(file + "-wal", ec);
+        if (!had_shm) std::filesystem::remove(file + "-shm", ec);
+      }
+      if (!kind.empty())
         throw ss::SessionError(fmt::format("{}: an SQLite database but not a session: {}; {} reads sessions (.db): "
                                            "import it first: embedscope import {}",
                                            file, kind, command, file));

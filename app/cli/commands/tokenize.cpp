@@ -191,10 +191,15 @@ Command add_tokenize_command(CLI::App& app) {
   t->add_option("--vocab-size", s->vocab_size, "Pieces of the model (a soft limit: a small text may give fewer)")
       ->required()->check(kInteger)->check(CLI::Range(int64_t{4}, int64_t{1} << 20));
   t->add_option("--input", s->inputs, "Text files, e.g. /usr/share/common-licenses/GPL-3")->required();
-  t->add_option("-o,--output", s->output, "The token-id .bin to write")->required();
+  t->add_option("-o,--output", s->output, "The token-id .bin to write")
+      ->check(CLI::Validator(
+          [](const std::string& v) { return empty_output_name_refusal(v, "give the token-id .bin to write"); }, "NAME"))
+      ->required();
   t->add_option("--dtype", s->dtype, "auto (uint16 while the ids fit, as Megatron), uint16 or uint32")
       ->check(CLI::IsMember({"auto", "uint16", "uint32"}));
-  t->add_option("--model-out", s->model_out, "Also write the trained SentencePiece .model here");
+  t->add_option("--model-out", s->model_out, "Also write the trained SentencePiece .model here")
+      ->check(CLI::Validator(
+          [](const std::string& v) { return empty_output_name_refusal(v, "leave --model-out out to write no model"); }, "NAME"));
   t->add_option("--fit-first-rank", s->fit_first, "First rank of the Zipf fit (default 1)")
       ->check(kInteger)->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   t->add_option("--fit-last-rank", s->fit_last, "Last rank of the Zipf fit (default 0: the last id that occurs)")

@@ -69,7 +69,15 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
   const std::string names = preset_list_text();
   a.given["workload"] = cmd->add_option("workload", a.file, "Workload JSON file (see docs/configuration.md)");
   a.given["--preset"] =
-      cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset));
+      cmd->add_option("--preset", a.preset, fmt::format("Built-in workload: {} (default {})", names, kDefaultPreset))
+          // `--preset -o x.db` took -o as the preset and x.db as a workload file to read
+          ->check(CLI::Validator(
+              [](const std::string& v) {
+                return !v.empty() && v[0] == '-'
+                           ? fmt::format("1 required TEXT missing ('{}' is an option, not a preset name: e.g. --preset tiny)", v)
+                           : std::string();
+              },
+              "NAME"));
   a.given["--devices"] = cmd->add_option("--devices", a.devices, "Number of ranks (devices.count; 1-64, simulated 1-1024)")
                              ->check(kInteger)
                              ->check(CLI::Range(1, es::kMaxSimulatedRanks));

@@ -5,6 +5,7 @@
 #include "step_records.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -269,6 +270,9 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
     summary[static_cast<size_t>(r)].memory_bytes = memory[static_cast<size_t>(r)].total();
   }
   int64_t measured_ns = 0;
+  // the writer's commits at most this far behind the simulation (SessionWriter::sync)
+  constexpr std::chrono::milliseconds kSyncInterval{500};
+  auto last_sync = std::chrono::steady_clock::now();
   CacheMemo cache_memo;  // (rank, table, shard, lookups before or -1)
 
   for (int64_t it = 0; it < total; ++it) {
@@ -555,6 +559,14 @@ void SimulatedExecutor::run(sessions::SessionWriter* session, RunResult& result)
     if (session) {
       session->add_ops(events);
       for (auto& rec : records) session->add_collective(std::move(rec));
+      // the simulation outruns the writer (thousands of steps a second): every kSyncInterval it
+      // waits for the writer to commit what it was handed, so that a SIGKILL loses at most about
+      // that much (before, a kill at 1.5 s left nothing committed and one at 4 s lost 7,692 of
+      // its 9,616 steps)
+      if (std::chrono::steady_clock::now() - last_sync >= kSyncInterval) {
+        session->sync();
+        last_sync = std::chrono::steady_clock::now();
+      }
     }
     if (opt_.keep_events) result.events.insert(result.events.end(), events.begin(), events.end());
     if (measured) measured_ns += slowest;

@@ -22,6 +22,7 @@ LocalShard& Rank::shard_of(int table, int shard_index) {
 
 void Rank::main() {
   setup();
+  wait_for_every_rank_set_up();  // setup time counts against no collective timeout, nor step 0
   const int64_t total = sh_.spec.warmup_steps + sh_.spec.steps;
   // The programs of every place in the run (first, steady state, last two), built before the
   // first step so that no step's time includes building one.

@@ -81,6 +81,14 @@ class Rank final : public sharding::RankContext {
   /// Before the first step (rank_setup.cpp): the groups, the session's lanes and observers, the
   /// shards and hot-row replicas, the dense part.
   void setup();
+  /// After setup(), before the first step: waits until every rank of the run has set up, on a
+  /// group of its own ("setup", Gloo, recorded nowhere) whose timeout is kSetupTimeoutMs (exec/setup_note.h), not the
+  /// workload's collective_timeout_ms: a rank initialising a large table (about 200 s for 13 GiB
+  /// of rows on a loaded machine) made its peers' first collective time out as a "hang", and in a
+  /// run that finished its setup time showed up as the first step's exposed communication. A
+  /// rank that fails (close_connections) or a process that dies releases the others at once.
+  /// Throws CollectiveError as a collective does.
+  void wait_for_every_rank_set_up();
   bool step(int64_t iteration);  // true: every rank agreed to stop (cancel)
   // ---- the interpreter (rank.cpp, rank_dist.cpp) ----------------------------------------------
   /// A step program with the owner of each op (program_sink.h OpOwner) and, per op, the ops it
@@ -455,6 +463,7 @@ class Rank final : public sharding::RankContext {
   DenseModel dense_;
   std::unique_ptr<CommWorker> comm_;
   std::unique_ptr<Collectives> world_, node_, cross_;
+  std::unique_ptr<ProcessGroup> setup_group_;  // wait_for_every_rank_set_up's group
   std::vector<std::unique_ptr<sharding::EmbeddingSharding>> shardings_ = sharding::embedding_shardings(L_);
   int64_t comm_step_ = 0;  // the step of the job the comm worker runs (written and read on the comm thread)
   DeviceBuffer<float> dense_params_;  // the dense part's parameters + gradients (resident: their device copy)
@@ -553,12 +562,14 @@ class Rank final : public sharding::RankContext {
     cross_.reset();
     node_.reset();
     world_.reset();
+    setup_group_.reset();
   }
   /// Closes this rank's connections in every group it belongs to (Collectives::close_connections)
   /// while keeping the groups and their counters: peers blocked on this rank fail at once.
   void close_connections() noexcept {
     for (auto* g : {world_.get(), node_.get(), cross_.get()})
       if (g) g->close_connections();
+    if (setup_group_) setup_group_->close_connections();
   }
   int64_t bytes_sent() const {
     int64_t s = 0;

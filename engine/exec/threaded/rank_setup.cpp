@@ -4,9 +4,32 @@
 // parameters and device ops (resident, or the per-call layers of dense_layers_on_gpu).
 #include "rank.h"
 
+#include <mutex>
 #include <numeric>
 
 #include <fmt/format.h>
+
+#include "embedscope/engine/exec/setup_note.h"
+
+namespace embedscope::engine {
+namespace {
+std::mutex setup_note_mu;
+std::function<void(const std::string&)>& setup_note_sink() {
+  static std::function<void(const std::string&)> sink;
+  return sink;
+}
+}  // namespace
+
+void set_setup_note_sink(std::function<void(const std::string&)> sink) {
+  std::lock_guard<std::mutex> lock(setup_note_mu);
+  setup_note_sink() = std::move(sink);
+}
+
+void setup_note(const std::string& line) {
+  std::lock_guard<std::mutex> lock(setup_note_mu);
+  if (setup_note_sink()) setup_note_sink()(line);
+}
+}  // namespace embedscope::engine
 
 namespace embedscope::engine::threaded {
 
@@ -191,6 +214,8 @@ void Rank::setup() {
     return std::make_unique<GlooCollectives>(std::move(pg));
   };
   if (!world_) world_ = group("world", all, me_);
+  if (L_.world > 1)  // wait_for_every_rank_set_up's group: connected now, while every rank is here
+    setup_group_ = std::make_unique<ProcessGroup>(sh_.rv, "setup", all, me_, std::chrono::milliseconds(kSetupTimeoutMs));
   if (any_twrw) {
     std::vector<int> node_members, cross_members;
     for (int i = 0; i < L_.local; ++i) node_members.push_back(node * L_.local + i);
@@ -237,6 +262,22 @@ void Rank::setup() {
           sh_.session->add_collective(std::move(r));
         });
   }
+  // A long initialisation is said before it starts (and its time after): its peers wait for it
+  // at wait_for_every_rank_set_up, without a collective timeout.
+  int64_t init_rows = 0, init_bytes = 0;
+  for (const TablePlan& tp : plan_.tables)
+    for (const Shard& s : tp.shards)
+      if (s.rank == me_) {
+        const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
+        const auto [m1, m2] = optimizer_state_floats(spec.optimizer.type, s.num_rows, s.num_cols);
+        init_rows += s.num_rows;
+        init_bytes += s.num_rows * row_bytes(t.data_type, s.num_cols) + (m1 + m2) * int64_t{4};
+      }
+  const bool long_init = init_bytes >= kSetupNoteBytes;
+  const auto init_start = std::chrono::steady_clock::now();
+  if (long_init)
+    setup_note(fmt::format("rank {}: initialising {} rows ({:.1f} GiB) of embedding tables before the first step",
+                           me_, init_rows, static_cast<double>(init_bytes) / (1 << 30)));
   // Shards of this rank: weights initialised from the seed, optimizer state zeroed.
   for (const TablePlan& tp : plan_.tables) {
     const TableSpec& t = spec.tables[static_cast<size_t>(tp.table)];
@@ -333,6 +374,10 @@ void Rank::setup() {
       shards.push_back(std::move(ls));
     }
   }
+  if (long_init)
+    setup_note(fmt::format(
+        "rank {}: tables initialised in {:.1f} s", me_,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - init_start).count()));
   // Hot-row replicas (sharding/hot_rows.cpp): every rank holds the table's hot rows, initialised
   // as the table's rows are (fp32 only: validate), optimizer state zeroed.
   for (const int t : L_.hot_tables) {
@@ -370,6 +415,12 @@ void Rank::setup() {
     dense_device_ = std::make_unique<RankDenseDevice>(*gpu_);
     dense_.make_resident(dense_device_.get(), dense_params_.device_data());
   }
+}
+
+void Rank::wait_for_every_rank_set_up() {
+  if (!setup_group_) return;
+  float ready = 1.0f;
+  setup_group_->all_reduce_sum("setup/every_rank_set_up", &ready, 1);
 }
 
 }  // namespace embedscope::engine::threaded
