@@ -50,10 +50,10 @@ json ana61_workload() {
           {"sharding",
            {{"default", "table_wise"},
             {"tables",
-             {{"hot", {{"ranks", {3}}}},
+             {{"hot", {{"type", "table_wise"}, {"ranks", {3}}}},
               {"one", {{"type", "row_wise"}, {"hot_rows", {0}}}},
-              {"c0", {{"ranks", {0}}}},
-              {"c1", {{"ranks", {1}}}}}}}}};
+              {"c0", {{"type", "table_wise"}, {"ranks", {0}}}},
+              {"c1", {{"type", "table_wise"}, {"ranks", {1}}}}}}}}};
 }
 }  // namespace
 
