@@ -66,6 +66,7 @@ std::vector<int64_t> ana61_steady(int64_t mean_us) {
 
 const char* kWorkload = R"({"name": "hand", "batch_size": 8, "steps": 16, "optimizer": {"type": "adam"}})";
 const char* kOtherOptimizer = R"({"name": "hand", "batch_size": 8, "steps": 16, "optimizer": {"type": "sgd"}})";
+const char* kThirdOptimizer = R"({"name": "hand", "batch_size": 8, "steps": 16, "optimizer": {"type": "adagrad"}})";
 const char* kPlan = R"({"tables": [{"name": "t0", "sharding_type": "table_wise", "ranks": [0]}]})";
 }  // namespace
 
@@ -103,13 +104,13 @@ TEST(Ana61BatchMeans, AnAutocorrelatedSeriesHasTheLargerBatchMeansError) {
 // Two sessions of the same configuration, steady steps of 20 ms and 26 ms (+30 %): the
 // independent-samples Welch test said they differ (t = 6 ms / sqrt(2 x 10.33^2 / 16) us, about
 // 1643); they are one configuration, so their 6 ms (30 %) is the run-to-run noise. C (another
-// optimizer) at 24 ms: +20 % of the faster (20 ms) is within that noise; D (another optimizer) at
+// optimizer) at 24 ms: +20 % of the faster (20 ms) is within that noise; D (a third optimizer) at
 // 40 ms: +100 %, beyond it: they differ.
 TEST(Ana61CompareRepeats, TwoRunsOfOneConfigurationAreItsRunToRunNoise) {
   const std::string a = ana61_session("a.db", kWorkload, kPlan, ana61_steady(20000));
   const std::string b = ana61_session("b.db", kWorkload, kPlan, ana61_steady(26000));
   const std::string c = ana61_session("c.db", kOtherOptimizer, kPlan, ana61_steady(24000));
-  const std::string d = ana61_session("d.db", kOtherOptimizer, kPlan, ana61_steady(40000));
+  const std::string d = ana61_session("d.db", kThirdOptimizer, kPlan, ana61_steady(40000));
   {
     const ss::SessionReader ra(a), rb(b), rc(c);
     EXPECT_TRUE(ss::same_configuration(ra, rb));
