@@ -84,8 +84,11 @@ TEST(Ana61SplitHotRows, ACooledRowWiseTableWithHotRowsStaysRowWise) {
     EXPECT_TRUE(refused) << split << ": " << r.out;
     for (const auto& c : p["changes"]) EXPECT_NE(c["table"], "one") << c;
     // the proposed plan keeps "one" row_wise
-    for (const auto& t : p["plan"]["tables"])
-      if (t["name"] == "one") EXPECT_EQ(t["sharding_type"], "row_wise") << t;
+    for (const auto& t : p["plan"]["tables"]) {
+      if (t["name"] == "one") {
+        EXPECT_EQ(t["sharding_type"], "row_wise") << t;
+      }
+    }
   }
 }
 
