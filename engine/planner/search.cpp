@@ -188,17 +188,13 @@ class Search {
                                              misfit_proposer, misfit.text) + first_misfit,
                        misfit_proposer, misfit.over, misfit.fullest, misfit.measure);
     }
-    std::stable_sort(fit.begin(), fit.end(), [](const Scored& a, const Scored& b) {
-      return a.stats.critical_path_ns != b.stats.critical_path_ns ? a.stats.critical_path_ns < b.stats.critical_path_ns
-                                                                  : a.max_hbm < b.max_hbm;
-    });
-    // a tie (search.h kCriticalPathTie): of the plans within it of the fastest, the one with the
-    // least memory on its fullest device goes first, the others keep their order
-    const double tie_ns = static_cast<double>(fit[0].stats.critical_path_ns) * (1.0 + kCriticalPathTie);
-    size_t lean = 0;
-    for (size_t i = 1; i < fit.size() && static_cast<double>(fit[i].stats.critical_path_ns) <= tie_ns; ++i)
-      if (fit[i].max_hbm < fit[lean].max_hbm) lean = i;
-    std::rotate(fit.begin(), fit.begin() + static_cast<std::ptrdiff_t>(lean), fit.begin() + static_cast<std::ptrdiff_t>(lean) + 1);
+    {  // by critical path, then a near-tie to the leaner plan (search.h tie_break_order)
+      std::vector<ScoredPlan> scored_plans;
+      for (const Scored& f : fit) scored_plans.push_back({f.stats.critical_path_ns, f.max_hbm});
+      std::vector<Scored> ordered;
+      for (const size_t k : tie_break_order(scored_plans)) ordered.push_back(std::move(fit[k]));
+      fit = std::move(ordered);
+    }
     res.plan = cands[fit[0].cand].plan;
     res.proposer = cands[fit[0].cand].proposer;
     res.stats = std::move(fit[0].stats);
@@ -717,6 +713,29 @@ class Search {
 };
 
 }  // namespace
+
+std::vector<size_t> tie_break_order(const std::vector<ScoredPlan>& plans) {
+  std::vector<size_t> order(plans.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return plans[a].critical_path_ns != plans[b].critical_path_ns ? plans[a].critical_path_ns < plans[b].critical_path_ns
+                                                                  : plans[a].max_hbm_bytes < plans[b].max_hbm_bytes;
+  });
+  if (order.empty()) return order;
+  // a tie (kCriticalPathTie): of the plans within it of the fastest, the one with the least
+  // memory on its fullest device goes first, the others keep their order
+  // in integers, (path - fastest) x 1000 <= fastest: exactly 0.1 % is a tie (fastest x 1.001 in
+  // doubles reads 100,000 x 1.001 as 100,099.99999999999)
+  const int64_t fastest = plans[order[0]].critical_path_ns;
+  const int64_t per = std::llround(1.0 / kCriticalPathTie);
+  const auto tied = [&](size_t i) { return (plans[order[i]].critical_path_ns - fastest) * per <= fastest; };
+  size_t lean = 0;
+  for (size_t i = 1; i < order.size() && tied(i); ++i)
+    if (plans[order[i]].max_hbm_bytes < plans[order[lean]].max_hbm_bytes) lean = i;
+  std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(lean),
+              order.begin() + static_cast<std::ptrdiff_t>(lean) + 1);
+  return order;
+}
 
 PlanSearchResult plan_search(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options) {
   detail::check_plan_independent_memory(spec);  // nothing to search for (tester46 F10)

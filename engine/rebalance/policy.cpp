@@ -255,6 +255,18 @@ struct State {
     }
     const int to = static_cast<int>(std::min_element(without.begin(), without.end()) - without.begin());
     const int64_t b = change_bytes(spec, cur, to);
+    // replicated hot rows need a row-wise type (sharding/layout.h): such a table stays split
+    if (const auto e = spec.sharding.per_table.find(ts.name); e != spec.sharding.per_table.end() && !e->second.hot_rows.empty()) {
+      for (const RefusedMove& r : refused)
+        if (r.table == t && r.to == to) return false;  // said once
+      refused.push_back({t, -1, to, b,
+                         fmt::format("table \"{}\" ({}) {} back to table_wise on rank {}: it has {} hot_rows, "
+                                     "whose replication needs row_wise, table_row_wise or grid_shard; it stays {}",
+                                     ts.name, format_bytes(b), to_string(cur.type), to, e->second.hot_rows.size(),
+                                     to_string(cur.type)),
+                         "hot_rows"});
+      return false;
+    }
     ShardingPlan next = plan;
     TablePlan& tp = next.tables[static_cast<size_t>(t)];
     tp.type = ShardingType::table_wise;

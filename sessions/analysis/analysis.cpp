@@ -314,6 +314,7 @@ AnalysisStepPart analysis_step_part(const SessionReader& session) {
   // the first drain step; past the last step when none is left out
   part.first_drain = windows.empty() ? std::numeric_limits<int64_t>::max()
                                    : std::prev(windows.end())->first - st.drain_steps + 1;
+  st.step_series_ns = steady.counted;
   st.step_time_ns = summarize(std::move(steady.counted));
   st.samples_per_s = st.step_time_ns.mean > 0 ? static_cast<double>(st.samples_per_step) / (st.step_time_ns.mean * 1e-9) : 0;
 

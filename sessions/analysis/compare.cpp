@@ -276,31 +276,6 @@ std::optional<double> hta_overlap_pct(const SessionReader& session) {
   return n > 0 ? std::optional<double>(sum / n) : std::nullopt;
 }
 
-std::optional<WelchTest> step_time_test(const ComparedSession& base, const ComparedSession& other) {
-  const Distribution &a = base.stats.step_time_ns, &b = other.stats.step_time_ns;
-  if (base.stats.steps <= 0 || other.stats.steps <= 0) return std::nullopt;
-  return welch_t_test(a.mean, a.stddev, a.count, b.mean, b.stddev, b.count);
-}
-
-bool within_noise(const ComparedSession& base, const ComparedSession& other) {
-  const std::optional<WelchTest> w = step_time_test(base, other);
-  return w && !w->differs;
-}
-
-std::string step_time_test_text(const ComparedSession& base, const ComparedSession& other, const std::string& base_label,
-                                const std::string& label) {
-  if (const std::optional<WelchTest> w = step_time_test(base, other))
-    return fmt::format("step times {} vs {} (Welch's t-test, 95 %): t {:.2f}, df {:.1f}, critical {:.3f}: {}", label,
-                       base_label, w->t, w->df, w->critical, w->differs ? "they differ" : "within noise");
-  std::vector<std::string> few;
-  for (const auto& [l, s] : {std::pair{base_label, &base}, std::pair{label, &other}}) {
-    const int64_t n = s->stats.steps > 0 ? s->stats.step_time_ns.count : 0;
-    if (n < kMinWelchSamples) few.push_back(fmt::format("{} has {} counted step{}", l, n, n == 1 ? "" : "s"));
-  }
-  return fmt::format("step times {} vs {}: no noise test ({}; it needs {} in each)", label, base_label,
-                     fmt::join(few, ", "), kMinWelchSamples);
-}
-
 std::vector<std::string> comparison_warnings(const std::vector<const SessionReader*>& sessions,
                                              const std::vector<std::string>& labels) {
   std::vector<std::string> out;

@@ -53,17 +53,49 @@ std::string auc_difference_text(const AucDifference& d) {
                         : fmt::format("{} (> {:g} SE = {:.4f})", diff, kAucNoiseSe, kAucNoiseSe * d.se);
 }
 
-StepNoise step_time_noise(std::vector<int64_t> step_ns) {
+std::optional<BatchMeans> batch_means(const std::vector<int64_t>& series) {
+  if (series.size() < 2) return std::nullopt;
+  BatchMeans m;
+  m.n = static_cast<int64_t>(series.size());
+  m.batch_size = std::max<int64_t>(1, static_cast<int64_t>(std::floor(std::sqrt(static_cast<double>(m.n)))));
+  // floor(sqrt(n)) can read one high for a perfect square through rounding: b^2 <= n
+  while (m.batch_size > 1 && m.batch_size * m.batch_size > m.n) --m.batch_size;
+  m.batches = m.n / m.batch_size;
+  double sum = 0;
+  for (const int64_t v : series) sum += static_cast<double>(v);
+  m.mean = sum / static_cast<double>(m.n);
+  std::vector<double> y(static_cast<size_t>(m.batches), 0.0);
+  for (int64_t k = 0; k < m.batches; ++k) {
+    for (int64_t i = 0; i < m.batch_size; ++i) y[static_cast<size_t>(k)] += static_cast<double>(series[static_cast<size_t>(k * m.batch_size + i)]);
+    y[static_cast<size_t>(k)] /= static_cast<double>(m.batch_size);
+  }
+  double ybar = 0;
+  for (const double v : y) ybar += v;
+  ybar /= static_cast<double>(m.batches);
+  double ss = 0;
+  for (const double v : y) ss += (v - ybar) * (v - ybar);
+  const double sigma2 = static_cast<double>(m.batch_size) / static_cast<double>(m.batches - 1) * ss;
+  m.bm_se = std::sqrt(sigma2 / static_cast<double>(m.batches * m.batch_size));
+  double dev2 = 0;
+  for (const int64_t v : series) dev2 += (static_cast<double>(v) - m.mean) * (static_cast<double>(v) - m.mean);
+  m.iid_se = std::sqrt(dev2 / static_cast<double>(m.n - 1) / static_cast<double>(m.n));
+  m.se = std::max(m.bm_se, m.iid_se);
+  m.df = static_cast<double>(m.batches - 1);
+  return m;
+}
+
+StepNoise step_time_noise(const std::vector<int64_t>& step_ns) {
   StepNoise n;
   n.steps = static_cast<int64_t>(step_ns.size());
   if (step_ns.empty()) return n;
-  std::sort(step_ns.begin(), step_ns.end());
-  n.median_ns = step_ns[(step_ns.size() - 1) / 2];
-  std::vector<double> dev;
-  for (const int64_t v : step_ns) dev.push_back(std::abs(static_cast<double>(v - n.median_ns)));
-  std::sort(dev.begin(), dev.end());
-  n.sigma_ns = 1.4826 * dev[(dev.size() - 1) / 2];
-  if (n.known()) n.mean_diff_se_ns = n.sigma_ns * std::sqrt(2.0 / static_cast<double>(n.steps));
+  std::vector<int64_t> sorted = step_ns;
+  std::sort(sorted.begin(), sorted.end());
+  n.median_ns = sorted[(sorted.size() - 1) / 2];
+  if (!n.known()) return n;
+  const std::optional<BatchMeans> m = batch_means(step_ns);  // known(): >= 3 steps, so batches
+  n.mean_se_ns = m->se;
+  n.batch_size = m->batch_size;
+  n.mean_diff_se_ns = std::sqrt(2.0) * m->se;
   return n;
 }
 
@@ -84,23 +116,26 @@ double student_t_975(double df) {
   return df < std::numeric_limits<double>::infinity() ? 1.980 : 1.960;
 }
 
-std::optional<WelchTest> welch_t_test(double mean_a, double sd_a, int64_t n_a, double mean_b, double sd_b, int64_t n_b) {
-  if (n_a < kMinWelchSamples || n_b < kMinWelchSamples) return std::nullopt;
-  const double na = static_cast<double>(n_a), nb = static_cast<double>(n_b);
-  const double va = sd_a * sd_a / na, vb = sd_b * sd_b / nb;  // the squared standard errors of the means
+WelchTest two_means_test(double mean_a, double var_a, double df_a, double mean_b, double var_b, double df_b) {
   WelchTest w;
-  const double se = std::sqrt(va + vb);
+  const double se = std::sqrt(var_a + var_b);
   const double diff = mean_b - mean_a;
   if (se > 0) {
     w.t = diff / se;
-    w.df = (va + vb) * (va + vb) / (va * va / (na - 1.0) + vb * vb / (nb - 1.0));
+    w.df = (var_a + var_b) * (var_a + var_b) / (var_a * var_a / df_a + var_b * var_b / df_b);
   } else {  // no spread in either sample
     w.t = diff == 0 ? 0.0 : std::copysign(std::numeric_limits<double>::infinity(), diff);
-    w.df = na + nb - 2.0;
+    w.df = df_a + df_b;
   }
   w.critical = student_t_975(w.df);
   w.differs = std::abs(w.t) > w.critical;
   return w;
+}
+
+std::optional<WelchTest> welch_t_test(double mean_a, double sd_a, int64_t n_a, double mean_b, double sd_b, int64_t n_b) {
+  if (n_a < kMinWelchSamples || n_b < kMinWelchSamples) return std::nullopt;
+  const double na = static_cast<double>(n_a), nb = static_cast<double>(n_b);
+  return two_means_test(mean_a, sd_a * sd_a / na, na - 1.0, mean_b, sd_b * sd_b / nb, nb - 1.0);
 }
 
 }  // namespace embedscope::sessions

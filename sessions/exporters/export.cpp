@@ -1,4 +1,5 @@
 #include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/analysis/stragglers.h"  // straggler, straggler_text
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/model/did_not_end.h"
 #include "embedscope/sessions/model/metadata_keys.h"
@@ -286,8 +287,8 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
 
 const std::vector<std::string>& csv_export_files() {
   static const std::vector<std::string> names{"events.csv", "steps.csv",       "ranks.csv", "load.csv",
-                                              "collectives.csv", "collective_times.csv", "session.csv",
-                                              "memory.csv"};
+                                              "collectives.csv", "collective_times.csv", "peer_waits.csv",
+                                              "session.csv", "memory.csv"};
   return names;
 }
 
@@ -374,6 +375,19 @@ std::vector<std::string> export_csv(const SessionReader& session, const RunStats
         f << fmt::format("{},{},{},{},{},,,\n", csv(session.name(c.name_id) + "/split_check"), stats.counted_steps(),
                          c.check_count, c.check_bytes_sent, c.check_bytes_received);
     }
+  }
+  {
+    // the waiting for peers, per rank, `stats` prints under the collectives (RunStats::peer_waits,
+    // analysis/stragglers.h) - its sums over the counted steps (a whole trace: the trace), the
+    // straggler marked 1; no row where no collective ran on two ranks or more (stats says nothing)
+    auto f = open("peer_waits.csv");
+    f << "rank,counted_steps,collectives,last_arrivals,waited_ns,caused_wait_ns,straggler\n";
+    const auto straggler_rank = straggler(stats.peer_waits);
+    const int64_t steps = stats.whole_trace ? 1 : stats.counted_steps();
+    if (!straggler_text(stats.peer_waits, std::max<int64_t>(1, steps)).empty())
+      for (const auto& r : stats.peer_waits)
+        f << fmt::format("{},{},{},{},{},{},{}\n", r.rank, steps, r.collectives, r.last_arrivals, r.waited_ns,
+                         r.caused_wait_ns, straggler_rank && straggler_rank->rank == r.rank ? 1 : 0);
   }
   {
     // what the files describe: a measured, simulated or imported session (tester33 D9: a

@@ -113,6 +113,8 @@ int cmd_compare(const CompareState& st) {
   const std::vector<std::string> names = ss::distinct_file_names(st.files);
   std::vector<const ss::SessionReader*> reader_ptrs;
   for (const auto& r : readers) reader_ptrs.push_back(r.get());
+  // repeats of one configuration measure the run-to-run noise the other pairs are held against
+  const ss::RunToRunNoise run_noise = ss::apply_run_to_run_noise(cs, reader_ptrs);
   // tester41 #2; per table what moved, or with --verbose every differing leaf (tester42 F13)
   const std::vector<std::string> settings = ss::differing_settings(reader_ptrs, 6, st.verbose);
   const std::vector<std::string> raw_settings = ss::differing_settings(reader_ptrs, 6, true);
@@ -121,8 +123,21 @@ int cmd_compare(const CompareState& st) {
   // the same file twice, another workload or world size (tester41 #5)
   const std::vector<std::string> warnings = ss::comparison_warnings(reader_ptrs, labels);
   if (st.json) {
+    json groups = json::array();
+    for (const auto& g : run_noise.groups) {
+      json members = json::array(), means = json::array();
+      for (const size_t k : g.sessions) members.push_back(labels[k]), means.push_back(cs[k].stats.step_time_ns.mean);
+      groups.push_back({{"sessions", members}, {"step_time_mean_ns", means}, {"spread_ns", g.spread_ns},
+                        {"spread_pct", g.spread_pct}});
+    }
     json j{{"baseline", labels[0]},
            {"warnings", warnings},
+           // null spread: no two sessions ran the same configuration, the verdicts are within-run only
+           {"run_to_run_noise", {{"measured", run_noise.measured()},
+                                 {"spread_ns", run_noise.measured() ? json(run_noise.spread_ns) : json()},
+                                 {"spread_pct", run_noise.measured() ? json(run_noise.spread_pct) : json()},
+                                 {"groups", groups},
+                                 {"text", ss::run_to_run_text(run_noise, labels)}}},
            {"figures", json::array()},
            {"sessions", json::array()},
            {"differences", json::array()}};
@@ -194,18 +209,33 @@ int cmd_compare(const CompareState& st) {
         if (const ss::CompareDelta d = ss::compare_delta(cs[0], cs[i], f); !d.not_comparable.empty())
           not_comparable[ss::compare_figure_key(f)] = d.not_comparable;
       }
-      // the test behind "within_noise" (null: fewer counted steps than it needs in either session)
-      const std::optional<ss::WelchTest> w = ss::step_time_test(cs[0], cs[i]);
-      const json test = w ? json{{"t", std::isfinite(w->t) ? json(w->t) : json(w->t > 0 ? "inf" : "-inf")},
-                                 {"df", w->df},
-                                 {"critical", w->critical},
-                                 {"differs", w->differs}}
+      // the within-run test behind "within_noise" (null: fewer counted steps than it needs in either session)
+      const std::optional<ss::StepTimeTest> t = ss::step_time_test(cs[0], cs[i]);
+      const auto batches = [](const ss::BatchMeans& m) {
+        return json{{"steps", m.n}, {"batch_size", m.batch_size}, {"batches", m.batches}, {"mean_ns", m.mean},
+                    {"se_ns", m.se}};
+      };
+      const json test = t ? json{{"method", "batch_means"},
+                                 {"difference_ns", t->diff_ns},
+                                 {"se_ns", t->se_ns},
+                                 {"t", std::isfinite(t->test.t) ? json(t->test.t) : json(t->test.t > 0 ? "inf" : "-inf")},
+                                 {"df", t->test.df},
+                                 {"critical", t->test.critical},
+                                 {"differs", t->test.differs},
+                                 {"baseline", batches(t->base)},
+                                 {"session", batches(t->other)}}
                           : json();
+      const ss::StepVerdict verdict = ss::step_verdict(cs[0], cs[i]);
       j["differences"].push_back({{"label", labels[i]},
                                   {"baseline", labels[0]},
                                   {"figures", figures},
                                   {"not_comparable", not_comparable},
-                                  {"step_time_test", test}});
+                                  {"step_time_test", test},
+                                  {"same_configuration", verdict == ss::StepVerdict::SameConfiguration},
+                                  // "within_run": no repeats measured the run-to-run noise this verdict would need
+                                  {"verdict_scope", cs[i].run_to_run_pct ? "run_to_run" : "within_run"},
+                                  {"step_time_verdict", ss::step_verdict_key(verdict)},
+                                  {"step_time_text", ss::step_time_test_text(cs[0], cs[i], labels[0], labels[i])}});
     }
     std::cout << dump(j) << "\n";
     return 0;
@@ -245,11 +275,13 @@ int cmd_compare(const CompareState& st) {
   for (const auto& w : warnings) std::cout << "warning: " << w << "\n";
   const std::string table = figures_table(cs, labels);
   std::cout << "\n" << table;
-  // the test behind ", within noise" (step time mean, p50 and throughput), per session after the baseline
+  // the noise behind ", within noise" (step time mean, p50 and throughput): the run-to-run noise of
+  // repeated configurations, then the verdict per session after the baseline
+  std::cout << ss::run_to_run_text(run_noise, labels) << "\n";
   for (size_t i = 1; i < cs.size(); ++i) std::cout << ss::step_time_test_text(cs[0], cs[i], labels[0], labels[i]) << "\n";
   if (table.find(", within noise") != std::string::npos)  // the legend of that mark, only where a cell has it
-    std::cout << "(within noise: Welch's t-test of the counted steps' times finds no difference of the mean step time "
-                 "at 95 %)\n";
+    std::cout << "(within noise: the same configuration as the baseline, or a difference of the mean step time that the "
+                 "steps' batch-means test (95 %) or the measured run-to-run noise cannot tell from chance)\n";
   // per rank: what the exposed-communication chart of the Compare view draws, and each rank's peaks
   std::cout << fmt::format("\n{:<8} {:<5} {:>13} {:>18} {:>9} {:>16} {:>16}\n", "session", "rank", "exposed comm",
                            "host exposed comm", "GPU busy", "peak allocated", "peak reserved");

@@ -361,9 +361,14 @@ int cmd_rebalance(const RebalanceState& s) {
     load.row_counts = std::move(row_counts);
   }
   std::optional<double> measured_imbalance;
+  // the policy's trigger (should_rebalance) reads each rank's median step x the steps - the
+  // median of the rank's per-step sums - where the proposal's "before" sums each shard's median
+  // step; the two differ where a rank's shards peak in different steps: both, with definitions
+  std::vector<int64_t> trigger_load;
   if (by_time) {
     std::vector<double> v(measured_ns.begin(), measured_ns.end());
     measured_imbalance = ss::recorded_max_over_mean(v);
+    trigger_load = rb::window_rank_load(per_step_rank, true);
   }
   // a plan for `run --plan` starts a fresh run: its moves need to fit every device's estimate, not
   // the memory a live move holds while old and new shards coexist (tester60b F8)
@@ -484,7 +489,8 @@ int cmd_rebalance(const RebalanceState& s) {
               {"verdict", verdict},
               {"why_not", why_not},
               {"step_noise", step_noise.known() ? json{{"steps", step_noise.steps}, {"median_ns", step_noise.median_ns},
-                                                       {"sigma_ns", step_noise.sigma_ns},
+                                                       {"mean_se_ns", step_noise.mean_se_ns},
+                                                       {"batch_size", step_noise.batch_size},
                                                        {"mean_diff_se_ns", step_noise.mean_diff_se_ns},
                                                        {"gain_within_noise", gain_in_noise}}
                                                  : json(nullptr)},
@@ -507,6 +513,9 @@ int cmd_rebalance(const RebalanceState& s) {
     if (by_time) {
       j["load_measured"] = measured_ns;
       j["imbalance_measured"] = measured_imbalance ? json(*measured_imbalance) : json(nullptr);
+      // the live policy's trigger measure over the same window: each rank's median step x steps
+      j["load_trigger"] = trigger_load;
+      j["imbalance_trigger"] = rb::imbalance(trigger_load);
     }
     if (!by_time) {  // the names of schema-free consumers from before "balance"
       j["ids_before"] = p.load_before;
@@ -558,6 +567,10 @@ int cmd_rebalance(const RebalanceState& s) {
                              "{}..{}); {} {:.2f} before, {:.2f} predicted after the moves\n",
                              measured_imbalance ? fmt::format("{:.2f}", *measured_imbalance) : std::string("not recorded"),
                              first, last, med, p.imbalance_before, p.imbalance_after);
+    std::cout << fmt::format("trigger      the live policy's `when` reads each rank's median step x {} (the median of "
+                             "the rank's per-step sums): max/mean {:.2f}; \"{} before\" sums each shard's median "
+                             "step instead, and the two differ where a rank's shards peak in different steps\n",
+                             steps, rb::imbalance(trigger_load), med);
   } else {
     const std::string before = fmt::format("{} before", unit), after = fmt::format("{} after", unit);
     std::cout << fmt::format("{:<5} {:>{}} {:>{}}\n", "rank", before, before.size(), after, after.size());
@@ -626,10 +639,12 @@ int cmd_rebalance(const RebalanceState& s) {
     std::cout << "work         no backward_fused_optimizer op recorded in the window: the gain counts the lookups "
                  "alone\n";
   if (step_noise.known() && p.worth_it())
-    std::cout << fmt::format("step noise   median step {} over {} steps; a gain of {} a step {} 2 x {} (sqrt(2) x 1.4826 "
-                             "MAD / sqrt({}) of the step times: the run-to-run noise of a mean step)\n",
+    std::cout << fmt::format("step noise   median step {} over {} steps; a gain of {} a step {} 2 x {} (sqrt(2) x the "
+                             "batch-means SE of the mean step, batches of {}, as compare tests step times: the "
+                             "within-run noise; two runs of one plan on a shared machine can differ by more - "
+                             "`compare` two runs of it to measure that)\n",
                              ms(step_noise.median_ns), step_noise.steps, ms(saved_ns_per_step),
-                             gain_in_noise ? "is within" : "clears", ms(step_noise.mean_diff_se_ns), step_noise.steps);
+                             gain_in_noise ? "is within" : "clears", ms(step_noise.mean_diff_se_ns), step_noise.batch_size);
   if (noise_unknown)
     std::cout << fmt::format("step noise   unknown: {} step(s) in the window, {} needed to measure the step time's "
                              "run-to-run noise ({})\n",

@@ -3,7 +3,7 @@
 // refuses the flags that change nothing there and reads a cuda workload without a GPU;
 // --network-bandwidth names a word as --network-latency does; run --help's --local-world-size
 // names the three sharding types it applies to; stats on a file that is neither a session nor a
-// file import reads says so without guessing; compare's "within noise" is Welch's t-test.
+// file import reads says so without guessing; compare's "within noise" is a test of the means with batch-means standard errors.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -225,11 +225,14 @@ TEST(Docs57Cli, StatsOnAFileNoToolReadsSaysWhatItIsNot) {
 }
 
 // compare called a 2x change "within noise" where one slow step widened each session's min -
-// max. Welch's t-test: A, 18 steps of 550 ms, one of 200 and one of 900 (mean 550, sd
-// sqrt(2 x 350^2 / 19) = 113.55 ms); B, 18 of 250, one of 100 and one of 600 (mean 260, sd
-// sqrt((18 x 10^2 + 160^2 + 340^2) / 19) = 86.75 ms): se sqrt(113.55^2 / 20 + 86.75^2 / 20) =
-// 31.954 ms, t (260 - 550) / 31.954 = -9.076, df 35.5 (t 2.042 at df 30): they differ, though
-// each mean lies in the other's [min, max]. C, A's steps shifted by 10 ms: t 0.278, within noise.
+// max. The test of the means (batch means, noise.h batch_means, floored at sd / sqrt(n)): A, 18
+// steps of 550 ms then one of 200 and one of 900 (20 steps: 5 batches of 4, all of mean 550:
+// batch-means se 0, floored at sd / sqrt(20) = 113.55 / 4.472 = 25.392 ms); B, 18 of 250 then
+// 100 and 600 (batch means 250 x 4 and 300, mean 260: bm se sqrt(4 / 4 x 2000 / 20) = 10 ms,
+// floored at 86.75 / 4.472 = 19.399 ms): se sqrt(25.392^2 + 19.399^2) = 31.954 ms, t -290 /
+// 31.954 = -9.076, df (644.74 + 376.32)^2 / ((644.74^2 + 376.32^2) / 4) = 7.48 (t 2.365 at df
+// 7): they differ, though each mean lies in the other's [min, max]. C, A's steps shifted by 10
+// ms: t 0.278, df 8 (2.306), within the steps' noise. No repeats: within-run only, said so.
 TEST(Docs57Cli, CompareCallsANoisyTwoFoldChangeADifference) {
   std::vector<int64_t> a(18, 550), b(18, 250);
   a.push_back(200), a.push_back(900);
@@ -240,19 +243,32 @@ TEST(Docs57Cli, CompareCallsANoisyTwoFoldChangeADifference) {
                     dc = docs57_steps_session("w_c.db", c);
   auto r = docs57_cli("compare " + da + " " + db + " " + dc);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("step times B vs A (Welch's t-test, 95 %): t -9.08, df 35.5, critical 2.042: they differ\n"),
+  EXPECT_NE(r.out.find("step times B vs A (batch means, 95 %): -290.00 ms (-52.7 %), t -9.08, df 7.5, critical 2.365: "
+                       "they differ within this pair of runs; run-to-run noise not measured (run the baseline twice to "
+                       "measure it)\n"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("step times C vs A (Welch's t-test, 95 %): t 0.28, df 38.0, critical 2.042: within noise\n"),
+  EXPECT_NE(r.out.find("step times C vs A (batch means, 95 %): +10.00 ms (+1.8 %), t 0.28, df 8.0, critical 2.306: "
+                       "within the steps' noise\n"),
             std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("run-to-run noise: not measured (no two sessions ran the same configuration)"), std::string::npos)
       << r.out;
   r = docs57_cli("compare --json " + da + " " + db + " " + dc);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   const auto& b_diff = j.at("differences").at(0);
   EXPECT_NEAR(b_diff.at("step_time_test").at("t").get<double>(), -9.0756, 1e-3);
-  EXPECT_NEAR(b_diff.at("step_time_test").at("df").get<double>(), 35.5436, 1e-3);
-  EXPECT_DOUBLE_EQ(b_diff.at("step_time_test").at("critical").get<double>(), 2.042);
+  EXPECT_NEAR(b_diff.at("step_time_test").at("df").get<double>(), 7.48286, 1e-4);
+  EXPECT_DOUBLE_EQ(b_diff.at("step_time_test").at("critical").get<double>(), 2.365);
+  EXPECT_NEAR(b_diff.at("step_time_test").at("baseline").at("se_ns").get<double>(), 25.391669e6, 1);
+  EXPECT_NEAR(b_diff.at("step_time_test").at("session").at("se_ns").get<double>(), 19.398861e6, 1);
+  EXPECT_EQ(b_diff.at("step_time_test").at("baseline").at("batch_size"), 4);
+  EXPECT_EQ(b_diff.at("step_time_verdict"), "differ");
+  EXPECT_EQ(b_diff.at("verdict_scope"), "within_run");
+  EXPECT_FALSE(b_diff.at("same_configuration").get<bool>());
+  EXPECT_FALSE(j.at("run_to_run_noise").at("measured").get<bool>());
+  EXPECT_TRUE(j.at("run_to_run_noise").at("spread_pct").is_null());
   EXPECT_TRUE(b_diff.at("step_time_test").at("differs").get<bool>());
   EXPECT_FALSE(b_diff.at("figures").at("step_time_mean_ns").at("within_noise").get<bool>());
   EXPECT_FALSE(b_diff.at("figures").at("throughput_per_s").at("within_noise").get<bool>());
@@ -263,7 +279,7 @@ TEST(Docs57Cli, CompareCallsANoisyTwoFoldChangeADifference) {
   const std::string few = docs57_steps_session("w_few.db", {550, 560, 540});
   r = docs57_cli("compare " + da + " " + few);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("step times B vs A: no noise test (B has 3 counted steps; it needs 5 in each)\n"), std::string::npos)
+  EXPECT_NE(r.out.find("step times B vs A: no within-run test (B has 3 counted steps; it needs 5 in each)\n"), std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find(", within noise"), std::string::npos) << r.out;
 }

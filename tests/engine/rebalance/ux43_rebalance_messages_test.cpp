@@ -61,8 +61,9 @@ std::filesystem::path ux43_straggler(const std::string& name, const std::array<i
 
 // Ids a window of 3 steps: {96, 96, 96, 2304} -> {672, 672, 672, 576}: the slowest rank looks up
 // (2304 - 672) / 3 = 544 fewer ids a step, x 10 ns = 5440 ns = 0.0054 ms a step.
-// Steps of 100, 200, 300 ms: median 200, |deviations| {100, 0, 100}: MAD 100 ms, sigma 148.26 ms,
-// the run-to-run noise of a 3-step mean sqrt(2 / 3) x 148.26 = 121.05 ms: the gain is within it.
+// Steps of 100, 200, 300 ms: median 200; batches of 1 (3 steps): se sd / sqrt(3) = 100 / sqrt(3) =
+// 57.735 ms, the noise of the difference of two 3-step means sqrt(2) x 57.735 = 81.65 ms: the gain
+// is within it.
 TEST(Ux43RebalanceMessages, AGainWithinTheStepNoiseIsNotCalledWorthIt) {
   const auto db = ux43_straggler("ux43_noisy", {100, 200, 300});
   auto r = ux43_rb_cli("rebalance " + db.string() + " --json");
@@ -74,8 +75,9 @@ TEST(Ux43RebalanceMessages, AGainWithinTheStepNoiseIsNotCalledWorthIt) {
   ASSERT_TRUE(p["step_noise"].is_object()) << r.out;
   EXPECT_EQ(p["step_noise"]["steps"], 3);
   EXPECT_EQ(p["step_noise"]["median_ns"], 200'000'000);
-  EXPECT_NEAR(p["step_noise"]["sigma_ns"].get<double>(), 148'260'000.0, 1e-3);
-  EXPECT_NEAR(p["step_noise"]["mean_diff_se_ns"].get<double>(), 148'260'000.0 * std::sqrt(2.0 / 3.0), 1e-3);
+  EXPECT_NEAR(p["step_noise"]["mean_se_ns"].get<double>(), 100'000'000.0 / std::sqrt(3.0), 1e-3);
+  EXPECT_EQ(p["step_noise"]["batch_size"], 1);
+  EXPECT_NEAR(p["step_noise"]["mean_diff_se_ns"].get<double>(), 100'000'000.0 * std::sqrt(2.0 / 3.0), 1e-3);
   EXPECT_TRUE(p["step_noise"]["gain_within_noise"].get<bool>());
   r = ux43_rb_cli("rebalance " + db.string());
   ASSERT_EQ(r.code, 0) << r.err;
@@ -87,7 +89,7 @@ TEST(Ux43RebalanceMessages, AGainWithinTheStepNoiseIsNotCalledWorthIt) {
   EXPECT_EQ(r.out.find("verdict      worth it"), std::string::npos) << r.out;
 }
 
-// The same load with steps of exactly 100 ms: MAD 0, the gain clears the noise; without
+// The same load with steps of exactly 100 ms: no spread, the gain clears the noise; without
 // --plan-out the verdict says how to get the plan (tester42 F7).
 TEST(Ux43RebalanceMessages, AClearGainSaysHowToWriteThePlan) {
   const auto db = ux43_straggler("ux43_quiet", {100, 100, 100});

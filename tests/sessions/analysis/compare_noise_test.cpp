@@ -9,29 +9,16 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "embedscope/sessions/analysis/compare.h"
+#include "embedscope/sessions/analysis/stats.h"  // summarize
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/store/session.h"
 
 namespace {
 namespace ss = embedscope::sessions;
 using ss::CompareFigure;
-
-// `n` measured steps with mean `mean` ms, sample standard deviation `sd` ms, min `lo` ms and max `hi` ms
-ss::ComparedSession ux42_steps(double mean, double sd, int64_t lo, int64_t hi, int64_t n = 5) {
-  ss::ComparedSession s;
-  s.stats.steps = n;
-  s.stats.step_time_ns.count = n;
-  s.stats.step_time_ns.mean = mean * 1e6;
-  s.stats.step_time_ns.stddev = sd * 1e6;
-  s.stats.step_time_ns.min = lo * 1'000'000;
-  s.stats.step_time_ns.p50 = static_cast<int64_t>(mean) * 1'000'000;
-  s.stats.step_time_ns.p99 = hi * 1'000'000;
-  s.stats.step_time_ns.max = hi * 1'000'000;
-  s.rate = {1000.0 / mean * 100, "samples"};  // 100 samples a step
-  return s;
-}
 
 std::string ux42_session(const std::string& name, const std::string& workload, int world) {
   const auto dir = std::filesystem::temp_directory_path() / ("es_ux42_cmp_" + std::to_string(getpid()));
@@ -46,11 +33,25 @@ std::string ux42_session(const std::string& name, const std::string& workload, i
 }
 }  // namespace
 
-// "within noise" is Welch's t-test of the mean step times (noise.h welch_t_test), not the min -
-// max spread. A {100, 120, 80, 110, 90} ms (sd sqrt(1000 / 4) = 15.811) against B, the same
-// shifted by 10 ms: se sqrt(2 x 15.811^2 / 5) = 10, t 1.0, df 8 (t 2.306): within noise.
-TEST(Ux42Compare, AStepTimeDifferenceWithinTheWelchTestIsWithinNoise) {
-  const auto a = ux42_steps(100, std::sqrt(250.0), 80, 120), b = ux42_steps(110, std::sqrt(250.0), 90, 130);
+// the steps' times in step order (ms), as analyze records them: the series and its summary
+static ss::ComparedSession ux42_series(const std::vector<int64_t>& ms) {
+  std::vector<int64_t> ns;
+  for (const int64_t v : ms) ns.push_back(v * 1'000'000);
+  ss::ComparedSession s;
+  s.stats.steps = static_cast<int64_t>(ns.size());
+  s.stats.step_series_ns = ns;
+  s.stats.step_time_ns = ss::summarize(ns);
+  s.rate = {1e9 / s.stats.step_time_ns.mean * 100, "samples"};  // 100 samples a step
+  return s;
+}
+
+// "within noise" is a test of the mean step times with each mean's batch-means SE (noise.h
+// batch_means; steps are not independent samples), not the min - max spread. A {100, 120, 80,
+// 110, 90} ms: b 2, a 2, batch means 110 and 95: sigma^2 2 x 112.5 = 225, se sqrt(225 / 4) =
+// 7.5 ms. B, A shifted by 10 ms: se 7.5 too; t 10 / sqrt(2 x 56.25) = 0.9428, df 2 (4.303):
+// within the steps' noise.
+TEST(Ux42Compare, AStepTimeDifferenceWithinTheBatchMeansTestIsWithinNoise) {
+  const auto a = ux42_series({100, 120, 80, 110, 90}), b = ux42_series({110, 130, 90, 120, 100});
   // the spread rows: each session's fastest and slowest measured step
   EXPECT_DOUBLE_EQ(*ss::compare_value(a, CompareFigure::StepMin), 80e6);
   EXPECT_DOUBLE_EQ(*ss::compare_value(b, CompareFigure::StepMax), 130e6);
@@ -58,10 +59,14 @@ TEST(Ux42Compare, AStepTimeDifferenceWithinTheWelchTestIsWithinNoise) {
   EXPECT_STREQ(ss::compare_figure_key(CompareFigure::StepMax), "step_time_max_ns");
   const auto w = ss::step_time_test(a, b);
   ASSERT_TRUE(w.has_value());
-  EXPECT_NEAR(w->t, 1.0, 1e-9);
-  EXPECT_NEAR(w->df, 8.0, 1e-9);
-  EXPECT_DOUBLE_EQ(w->critical, 2.306);
+  EXPECT_NEAR(w->base.se, 7.5e6, 1e-3);
+  EXPECT_EQ(w->base.batch_size, 2);
+  EXPECT_EQ(w->base.batches, 2);
+  EXPECT_NEAR(w->test.t, 10.0 / std::sqrt(112.5), 1e-9);
+  EXPECT_NEAR(w->test.df, 2.0, 1e-9);
+  EXPECT_DOUBLE_EQ(w->test.critical, 4.303);
   EXPECT_TRUE(ss::within_noise(a, b));
+  EXPECT_EQ(ss::step_verdict(a, b), ss::StepVerdict::WithinStepNoise);
   const ss::CompareDelta d = ss::compare_delta(a, b, CompareFigure::StepMean);
   EXPECT_DOUBLE_EQ(*d.diff, 10e6);
   EXPECT_TRUE(d.within_noise);
@@ -69,25 +74,26 @@ TEST(Ux42Compare, AStepTimeDifferenceWithinTheWelchTestIsWithinNoise) {
   EXPECT_TRUE(ss::compare_delta(a, b, CompareFigure::Throughput).within_noise);
   EXPECT_FALSE(ss::compare_delta(a, b, CompareFigure::StepP99).within_noise);  // a tail, not the centre
   EXPECT_EQ(ss::step_time_test_text(a, b, "A", "B"),
-            "step times B vs A (Welch's t-test, 95 %): t 1.00, df 8.0, critical 2.306: within noise");
-  // twice the steps' spread and mean, 200 ms (sd 31.623): t 6.325, df 5.88 (t 2.571): a difference
-  const auto c = ux42_steps(200, std::sqrt(1000.0), 160, 240);
-  EXPECT_FALSE(ss::within_noise(a, c));
-  const ss::CompareDelta far = ss::compare_delta(a, c, CompareFigure::StepMean);
+            "step times B vs A (batch means, 95 %): +10.00 ms (+10.0 %), t 0.94, df 2.0, critical 4.303: within the "
+            "steps' noise");
+  // 16 steady steps of 100 +- 1 ms against the same at 200: batches of 4, a difference
+  std::vector<int64_t> steady, twice;
+  for (int i = 0; i < 16; ++i) steady.push_back(100 + i % 2), twice.push_back(200 + i % 2);
+  const auto c = ux42_series(steady), e = ux42_series(twice);
+  EXPECT_FALSE(ss::within_noise(c, e));
+  EXPECT_EQ(ss::step_verdict(c, e), ss::StepVerdict::Differ);
+  const ss::CompareDelta far = ss::compare_delta(c, e, CompareFigure::StepMean);
   EXPECT_FALSE(far.within_noise);
   EXPECT_EQ(far.text.find("within noise"), std::string::npos) << far.text;
-  // a 2x change whose noisy steps put each mean inside the other's [min, max] (550 in [100, 600],
-  // 260 in [200, 900]) is still a difference: 20 steps each, sd 113.55 and 86.75 ms, t -9.08
-  const auto slow = ux42_steps(550, 113.555, 200, 900, 20), fast = ux42_steps(260, 86.754, 100, 600, 20);
-  EXPECT_FALSE(ss::within_noise(slow, fast));
-  EXPECT_NEAR(ss::step_time_test(slow, fast)->t, -9.0756, 1e-3);
   // no difference: nothing to call noise; no measured step, or fewer than 5: no verdict
   EXPECT_FALSE(ss::compare_delta(a, a, CompareFigure::StepMean).within_noise);
   EXPECT_FALSE(ss::within_noise(a, ss::ComparedSession{}));
-  const auto four = ux42_steps(110, std::sqrt(250.0), 90, 130, 4);
+  const auto four = ux42_series({110, 130, 90, 120});
   EXPECT_FALSE(ss::step_time_test(a, four).has_value());
   EXPECT_FALSE(ss::within_noise(a, four));
-  EXPECT_EQ(ss::step_time_test_text(a, four, "A", "B"), "step times B vs A: no noise test (B has 4 counted steps; it needs 5 in each)");
+  EXPECT_EQ(ss::step_verdict(a, four), ss::StepVerdict::NotTested);
+  EXPECT_EQ(ss::step_time_test_text(a, four, "A", "B"),
+            "step times B vs A: no within-run test (B has 4 counted steps; it needs 5 in each)");
 }
 
 TEST(Ux42Compare, WarnsOfTheSameFileTwiceAndOfAnotherWorkloadOrWorldSize) {

@@ -147,16 +147,24 @@ TEST(Ux43AucStandardError, DifferencesWithinTwoStandardErrorsAreNoise) {
   EXPECT_FALSE(ss::auc_difference(0.8125 + 1e-9, 0.09375, 0.5, 0.125).within_noise);
 }
 
-// {100, 104, 98, 110, 101}: median 101, |deviations| {1, 3, 3, 9, 0}: MAD 3, sigma 1.4826 x 3 =
-// 4.4478, the mean's difference SE 4.4478 x sqrt(2 / 5) = 2.8130357.
-TEST(Ux43StepNoise, MadOfTheStepTimesAndTheGainAgainstIt) {
+// {100, 104, 98, 110, 101} in step order: median 101; batch means (noise.h batch_means) b 2, a 2:
+// 102 and 104, mean 103, sigma^2 2 / 1 x (1 + 1) = 4, bm_se sqrt(4 / 4) = 1, floored at the
+// independent-samples se sqrt(21.8 / 5) = 2.0881 (deviations from 102.6: -2.6, 1.4, -4.6, 7.4,
+// -1.6, squares 87.2 / 4 = 21.8); the difference SE of two such means sqrt(2) x 2.0881 = 2.9530,
+// and a gain within 2 x that (5.906) is within the noise.
+TEST(Ux43StepNoise, BatchMeansOfTheStepTimesAndTheGainAgainstIt) {
   const ss::StepNoise n = ss::step_time_noise({100, 104, 98, 110, 101});
   EXPECT_EQ(n.steps, 5);
   EXPECT_EQ(n.median_ns, 101);
-  EXPECT_DOUBLE_EQ(n.sigma_ns, 1.4826 * 3);
-  EXPECT_NEAR(n.mean_diff_se_ns, 2.8130357154, 1e-9);
-  EXPECT_TRUE(ss::gain_within_step_noise(5.0, n));   // 5 <= 5.626
-  EXPECT_FALSE(ss::gain_within_step_noise(6.0, n));  // 6 > 5.626
+  EXPECT_NEAR(n.mean_se_ns, std::sqrt(21.8 / 5), 1e-12);
+  EXPECT_EQ(n.batch_size, 2);
+  EXPECT_NEAR(n.mean_diff_se_ns, std::sqrt(2 * 21.8 / 5), 1e-12);
+  EXPECT_TRUE(ss::gain_within_step_noise(5.5, n));   // 5.5 <= 5.906
+  EXPECT_FALSE(ss::gain_within_step_noise(6.0, n));  // 6 > 5.906
+  const auto bm = ss::batch_means({100, 104, 98, 110, 101});
+  ASSERT_TRUE(bm.has_value());
+  EXPECT_DOUBLE_EQ(bm->bm_se, 1.0);
+  EXPECT_DOUBLE_EQ(bm->df, 1.0);
   const ss::StepNoise two = ss::step_time_noise({100, 300});
   EXPECT_FALSE(two.known());
   EXPECT_FALSE(ss::gain_within_step_noise(1.0, two));  // nothing to hold the gain against

@@ -359,7 +359,7 @@ TEST(Export, CsvFilesWithHeaders) {
   const std::string path = make_session("csv.db");
   SessionReader r(path);
   auto files = export_csv(r, analyze(r), (session_scratch() / "csv").string());
-  ASSERT_EQ(files.size(), 7u);
+  ASSERT_EQ(files.size(), 8u);
   {  // stats' per-collective table, after the collective records
     EXPECT_EQ(std::filesystem::path(files[5]).filename(), "collective_times.csv");
     std::ifstream times(files[5]);
@@ -367,8 +367,15 @@ TEST(Export, CsvFilesWithHeaders) {
     std::getline(times, head);
     EXPECT_EQ(head, "name,counted_steps,count,bytes_sent,bytes_received,time_ns,exposed_ns,wait_ns");
   }
+  {  // stats' waiting for peers, per rank
+    EXPECT_EQ(std::filesystem::path(files[6]).filename(), "peer_waits.csv");
+    std::ifstream waits(files[6]);
+    std::string head;
+    std::getline(waits, head);
+    EXPECT_EQ(head, "rank,counted_steps,collectives,last_arrivals,waited_ns,caused_wait_ns,straggler");
+  }
   {  // what the files describe (tester33 D9: a simulated session's CSVs did not say so)
-    std::ifstream meta(files[6]);
+    std::ifstream meta(files[7]);
     std::stringstream text;
     text << meta.rdbuf();
     EXPECT_NE(text.str().find("key,value\n"), std::string::npos) << text.str();

@@ -127,8 +127,10 @@ struct RefusedMove {
   /// max_bytes_per_move: 1.2 MiB already moved + 1.2 MiB > 2.0 MiB".
   std::string reason;
   /// The kind of reason, without the numbers: "max_bytes_per_move", "memory" (a device's
-  /// estimate after the move), "memory during the move" (move_transient_bytes), or "noise"
-  /// (balance lookup_time: the gain within the measurements' noise, noise.h). (table, from,
+  /// estimate after the move), "memory during the move" (move_transient_bytes), "noise"
+  /// (balance lookup_time: the gain within the measurements' noise, noise.h), or "hot_rows" (a
+  /// cooled row_wise table not changed back to table_wise: its replicated hot_rows need a
+  /// row-wise type). (table, from,
   /// cause) is what the live policy records once (exec/threaded/rank_rebalance.cpp).
   std::string cause;
 };

@@ -154,6 +154,10 @@ struct RunStats {
   int64_t steps = 0;
   int64_t samples_per_step = 0;
   Distribution step_time_ns;       ///< per step: the slowest rank's step time (drain steps left out)
+  /// The values of step_time_ns in step order (the counted steps' times, ns): the series whose
+  /// autocorrelation the batch-means standard error of the mean step accounts for (noise.h
+  /// batch_means). Empty where step_time_ns is.
+  std::vector<int64_t> step_series_ns;
   /// The counted step whose time is step_time_ns.max (its slowest rank's own window, end -
   /// start, the longest; the lowest such step on a tie): the step `stats` calls slowest, which the
   /// workbench's report fits (tester54 F7: it took the widest window across ranks, min start to

@@ -57,6 +57,14 @@ struct ComparedSession {
   /// a trace without communication kernels (tester48 F13).
   std::optional<double> hta_overlap_pct = std::nullopt;
   WireFacts wire = {};  ///< for WireBytesPerStep / WireBytesPerToken (wire_facts)
+  /// Set by apply_run_to_run_noise: the index, among the compared sessions, of the first one
+  /// that ran the same configuration as this one (same_configuration; itself when none before
+  /// it did); -1 when not set or the session has no counted step.
+  int configuration = -1;
+  /// Set by apply_run_to_run_noise: the comparison's run-to-run noise of the mean step time, in %
+  /// of the faster run (RunToRunNoise::spread_pct); none when no two compared sessions ran the
+  /// same configuration (the verdicts are within-run only then).
+  std::optional<double> run_to_run_pct = std::nullopt;
 };
 
 /// The mean over ranks with communication kernels of HTA's comm/comp overlap (gpu_kernels.h
@@ -169,27 +177,98 @@ std::string figure_level(const ComparedSession& s, CompareFigure f);
 /// `labels` as many as `sessions`. Plain text: the CLI prints it, the workbench escapes it.
 std::string measure_note(const std::vector<ComparedSession>& sessions, const std::vector<std::string>& labels);
 
-/// Welch's t-test (noise.h welch_t_test, two-sided 95 %) of `other`'s counted steps' times
-/// (RunStats::step_time_ns: mean, sample standard deviation, count) against `base`'s; nullopt
-/// when either has fewer than kMinWelchSamples counted steps. A standard test of the means rather
-/// than a range: a rule "each mean within the other's min - max" called a 2x change (550 vs 282
-/// ms a step) noise where one slow step widened the range.
-std::optional<WelchTest> step_time_test(const ComparedSession& base, const ComparedSession& other);
+/// The within-run test of two sessions' mean step times: each mean's standard error by batch
+/// means over its counted steps in step order (noise.h batch_means, Flegal & Jones 2010: steps
+/// are autocorrelated, as the load on the machine drifts, so they are not independent samples),
+/// the two compared by two_means_test (Welch-Satterthwaite df over the batches' a - 1 each).
+struct StepTimeTest {
+  BatchMeans base;      ///< the baseline's counted steps
+  BatchMeans other;     ///< the other session's
+  double diff_ns = 0;   ///< other.mean - base.mean
+  double se_ns = 0;     ///< sqrt(base.se^2 + other.se^2)
+  WelchTest test;       ///< t = diff_ns / se_ns, df, critical, differs
+};
 
-/// Whether a step-time difference between two sessions is within their step-to-step noise:
-/// step_time_test finds no difference of the mean step times (|t| <= t(0.975, df)); false
-/// without a test (fewer than kMinWelchSamples counted steps in either). compare_delta of
-/// StepMean, StepP50 and Throughput appends ", within noise" to a non-zero difference then
-/// (CompareDelta::within_noise); for Throughput only when both train the same units a step
-/// (SessionRate::per_step equal, or either unknown): 4x the tokens a step is 4x the throughput
-/// whatever the noise of the step times.
+/// The test above of `other` against `base`; nullopt when either has fewer than kMinWelchSamples
+/// counted steps (RunStats::step_series_ns).
+std::optional<StepTimeTest> step_time_test(const ComparedSession& base, const ComparedSession& other);
+
+/// Whether two sessions ran the same configuration, so that the difference of their step times
+/// is run-to-run noise: both are runs (not imported), recorded the same workload (workload_json,
+/// as JSON, every setting but "steps": pipeline, precisions, tables, batch, seed ...), the same
+/// sharding plan (sharding_plan_json, as JSON), world size, backend, simulated or not, and host
+/// (metadata host, where both recorded one). What comparison_warnings and differing_settings
+/// call "not like-for-like" or list as differing is never the same configuration. Never throws.
+bool same_configuration(const SessionReader& a, const SessionReader& b);
+
+/// The run-to-run noise a comparison measured: the sessions that repeat a configuration.
+struct RunToRunNoise {
+  struct Group {
+    std::vector<size_t> sessions;  ///< indices of the compared sessions of one configuration (>= 2)
+    double fastest_mean_ns = 0;    ///< the smallest of their mean step times
+    double spread_ns = 0;          ///< the largest minus the smallest mean step time
+    double spread_pct = 0;         ///< 100 x spread_ns / fastest_mean_ns
+  };
+  std::vector<Group> groups;  ///< in order of each group's first session; empty: not measured
+  /// The largest group's spread in %, the noise other pairs are held against (0: not measured),
+  /// and the spread in ns of that group.
+  double spread_pct = 0;
+  double spread_ns = 0;
+  bool measured() const { return !groups.empty(); }
+};
+
+/// Groups the compared sessions (`sessions[i]` the reader of `cs[i]`) by same_configuration,
+/// among those with counted steps (the same file twice is no repeat), and sets each ComparedSession's `configuration` and
+/// `run_to_run_pct`. Example (tested): mean steps A 20 ms, B (A's configuration) 26 ms, C 30
+/// ms: one group {A, B}, spread 6 ms = 30 %; C's +50 % is beyond it. Never throws.
+RunToRunNoise apply_run_to_run_noise(std::vector<ComparedSession>& cs, const std::vector<const SessionReader*>& sessions);
+
+/// What a comparison says of a step-time difference.
+enum class StepVerdict {
+  NotTested,          ///< fewer than kMinWelchSamples counted steps in either, no run-to-run noise
+  SameConfiguration,  ///< a repeat of the baseline's configuration: the difference is run-to-run noise
+  WithinStepNoise,    ///< the within-run test finds no difference
+  WithinRunToRun,     ///< |difference| <= run_to_run_pct of the faster mean: noise on this machine
+  Differ,             ///< beyond the within-run noise and (where measured) the run-to-run noise
+};
+/// "not_tested", "same_configuration", "within_step_noise", "within_run_to_run_noise", "differ".
+const char* step_verdict_key(StepVerdict v);
+
+/// The verdict on `other`'s mean step time against `base`'s: SameConfiguration where both have the
+/// same `configuration` (>= 0); else the within-run test (step_time_test); a difference it finds
+/// is held against the run-to-run noise where apply_run_to_run_noise measured it
+/// (`other.run_to_run_pct`): |diff| <= that % of the faster of the two means is WithinRunToRun. Without a test
+/// but with the run-to-run noise, the difference is judged against that alone.
+StepVerdict step_verdict(const ComparedSession& base, const ComparedSession& other);
+
+/// Whether a step-time difference between two sessions is noise: step_verdict is
+/// SameConfiguration, WithinStepNoise or WithinRunToRun. compare_delta of StepMean, StepP50 and
+/// Throughput appends ", within noise" to a non-zero difference then (CompareDelta::within_noise);
+/// for Throughput only when both train the same units a step (SessionRate::per_step equal, or
+/// either unknown): 4x the tokens a step is 4x the throughput whatever the noise of the steps.
 bool within_noise(const ComparedSession& base, const ComparedSession& other);
 
-/// The line `compare` prints per session after the baseline: "step times B vs A (Welch's t-test,
-/// 95 %): t -9.08, df 35.4, critical 2.042: they differ" (or "...: within noise"), or "step times
-/// B vs A: no noise test (A has 3 counted steps; it needs 5 in each)".
+/// The line `compare` prints per session after the baseline, by step_verdict:
+///  - "step times B vs A: the same configuration; +6.75 ms (+30.8 %) is run-to-run noise"
+///  - "step times C vs A (batch means, 95 %): +1.20 ms (+5.0 %), t 2.10, df 5.3, critical 2.571:
+///    within the steps' noise"
+///  - "...: t 9.10, ...: the steps differ, but by less than the run-to-run noise (30.8 %, 6.75 ms
+///    of the faster mean here): noise on this machine"
+///  - "...: they differ, beyond the run-to-run noise (30.8 %)", or without repeats "...: they
+///    differ within this run pair; run-to-run noise not measured (run the baseline twice to
+///    measure it)"
+///  - "step times B vs A: no noise test (A has 3 counted steps; it needs 5 in each)".
 std::string step_time_test_text(const ComparedSession& base, const ComparedSession& other, const std::string& base_label,
                                 const std::string& label);
+
+/// The comparison's run-to-run line: per group "run-to-run noise: two runs of the same
+/// configuration (A, B) differ by 6.75 ms (30.8 %): differences below that are noise on this
+/// machine" (three or more: "3 runs ... (A, C, D) differ by up to"), then where several groups
+/// "differences are held against the largest, 30.8 %"; without groups "run-to-run noise: not
+/// measured (no two sessions ran the same configuration): the verdicts below are within-run only;
+/// run the baseline twice to measure it". `labels` as many as the compared sessions.
+std::string run_to_run_text(const RunToRunNoise& noise, const std::vector<std::string>& labels);
+
 /// Warnings about what a comparison sets side by side (tester41 #5 and #14), one line per
 /// session after the first (`labels[0]`, the baseline) that needs one: "B is the same file as A
 /// (d/s.db): every difference is 0 by construction" (std::filesystem::equivalent: a link or

@@ -54,29 +54,61 @@ std::string auc_difference_text(const AucDifference& d);
 /// The same for a table cell: "+0.0614", "+0.0011 noise", "0 noise".
 std::string auc_difference_cell(const AucDifference& d);
 
+/// The standard error of the mean of a series whose values are not independent samples (step
+/// times: the load on the machine drifts, so neighbouring steps are alike), by non-overlapping
+/// batch means: J. M. Flegal and G. L. Jones, "Batch means and spectral variance estimators in
+/// Markov chain Monte Carlo", Annals of Statistics 38(2), 1034-1070 (2010), section 2, with their
+/// batch size b = floor(sqrt(n)). The first a x b values (a = floor(n / b) batches) form a
+/// batches of b consecutive values with means Y_k; with Y their mean,
+///   sigma^2_BM = b / (a - 1) x sum_k (Y_k - Y)^2,   se = sqrt(sigma^2_BM / (a x b)),
+/// and a - 1 degrees of freedom. A drifting series has batch means that spread more than
+/// independent values would, so its se is larger than sd / sqrt(n); for b = 1 (n < 4) it is
+/// sd / sqrt(n). `se` is floored at that independent-samples SE (sd the sample standard
+/// deviation of all n values): a few batches whose means happen to agree (1 slow step in each)
+/// would otherwise claim no noise at all, and step times are not negatively correlated in
+/// practice; the df stay a - 1. Example (tested): {10, 12, 11, 20, 22, 21, 30, 32, 31} (a drift): b 3, a 3,
+/// batch means 11, 21, 31, mean 21: sigma^2_BM = 3 / 2 x 200 = 300, se sqrt(300 / 9) = 5.774
+/// (the independent-samples se, sd / sqrt(9), is 2.901).
+struct BatchMeans {
+  int64_t n = 0;           ///< values given
+  int64_t batch_size = 0;  ///< b
+  int64_t batches = 0;     ///< a
+  double mean = 0;         ///< the mean of all n values
+  double bm_se = 0;        ///< sqrt(sigma^2_BM / (a x b)): the batch-means standard error of the mean
+  double iid_se = 0;       ///< sd / sqrt(n): the standard error were the values independent
+  double se = 0;           ///< max(bm_se, iid_se): the standard error used (the values' unit)
+  double df = 0;           ///< a - 1
+};
+
+/// The batch means of `series` (in the order measured: step order). nullopt for fewer than 2
+/// values (no batches to compare).
+std::optional<BatchMeans> batch_means(const std::vector<int64_t>& series);
+
 /// The step time's noise over measured steps (the slowest rank's time of each step).
 struct StepNoise {
   int64_t steps = 0;       ///< step times given
   int64_t median_ns = -1;  ///< their median (the lower middle one for an even count); -1 none
-  /// 1.4826 x the median absolute deviation from the median (a robust standard deviation of
-  /// one step; the live policy's noise rule uses the same estimator, engine/rebalance/noise.h)
-  double sigma_ns = 0;
-  /// The run-to-run noise of a mean over `steps` steps: the SE of the difference of two such
-  /// means, sqrt(2) x sigma_ns / sqrt(steps); 0 when steps < kMinNoiseSteps.
+  /// batch_means of the step times in step order: the standard error of the mean step, ns,
+  /// with the steps' autocorrelation accounted for (the SE `compare` tests differences with)
+  double mean_se_ns = 0;
+  int64_t batch_size = 0;  ///< its batch size b (1: every step its own batch)
+  /// The run-to-run noise of a mean over `steps` steps within a run: the SE of the difference of
+  /// two such means, sqrt(2) x mean_se_ns; 0 when steps < kMinNoiseSteps.
   double mean_diff_se_ns = 0;
   bool known() const { return steps >= kMinNoiseSteps; }
   static constexpr int64_t kMinNoiseSteps = 3;  ///< fewer steps give no spread to speak of
 };
 
-/// The noise of the given step times (ns, any order). Example (tested): {100, 104, 98, 110, 101}
-/// -> median 101, deviations {1, 3, 3, 9, 0}: MAD 3, sigma 4.4478, mean_diff_se 4.4478 x
-/// sqrt(2 / 5) = 2.8130.
-StepNoise step_time_noise(std::vector<int64_t> step_ns);
+/// The noise of the given step times (ns, in step order). Example (tested): {100, 104, 98, 110,
+/// 101} -> median 101; b 2, a 2, batch means 102 and 104, mean 103: sigma^2_BM = 2 x 2 = 4,
+/// bm_se sqrt(4 / 4) = 1, below iid_se sqrt(21.8 / 5) = 2.0881 (sd^2 21.8): se 2.0881,
+/// mean_diff_se sqrt(2) x 2.0881 = 2.9530.
+StepNoise step_time_noise(const std::vector<int64_t>& step_ns);
 
 /// Whether a predicted gain of `gain_ns` a step is within the step time's noise: the noise is
 /// known and gain_ns <= 2 x mean_diff_se_ns (a run of the new plan over as many steps could not
 /// tell it from chance). false for an unknown noise (fewer than 3 steps: nothing to hold the gain
-/// against). Example: gain 5 ns against {100, 104, 98, 110, 101}: 5 <= 5.626, within.
+/// against). Example: gain 5.5 ns against {100, 104, 98, 110, 101}: 5.5 <= 5.906, within.
 bool gain_within_step_noise(double gain_ns, const StepNoise& noise);
 
 /// The two-sided 95 % critical value of Student's t distribution with `df` degrees of freedom,
@@ -88,20 +120,23 @@ bool gain_within_step_noise(double gain_ns, const StepNoise& noise);
 /// df < 1 (no spread to speak of) reads df 1's value.
 double student_t_975(double df);
 
-/// Welch's unequal-variances t-test of the means of two samples, two-sided at 95 % (B. L. Welch,
-/// "The generalization of 'Student's' problem when several different population variances are
-/// involved", Biometrika 34 (1947), 28-35): se = sqrt(sd_a^2 / n_a + sd_b^2 / n_b),
-/// t = (mean_b - mean_a) / se, and the Welch-Satterthwaite degrees of freedom
-/// df = se^4 / ((sd_a^2 / n_a)^2 / (n_a - 1) + (sd_b^2 / n_b)^2 / (n_b - 1)); the means differ
-/// when |t| > student_t_975(df). Two samples without spread (sd 0 both: a simulation's identical
-/// steps) take df = n_a + n_b - 2 and differ whenever their means do.
+/// A test of two means, each with the squared standard error `var` (se^2) and `df` degrees of
+/// freedom, two-sided at 95 %: t = (mean_b - mean_a) / sqrt(var_a + var_b) and the
+/// Welch-Satterthwaite degrees of freedom df = (var_a + var_b)^2 / (var_a^2 / df_a + var_b^2 /
+/// df_b) (B. L. Welch, Biometrika 34 (1947), 28-35); the means differ when |t| >
+/// student_t_975(df). Without spread (var 0 both) df = df_a + df_b and they differ whenever the
+/// means do. welch_t_test is this with var = sd^2 / n, df = n - 1; compare's step-time test is
+/// this with batch-means SEs (batch_means: var = se^2, df = a - 1).
 struct WelchTest {
   double t = 0;         ///< (mean_b - mean_a) / se; +-infinity when se is 0 and the means differ
   double df = 0;        ///< Welch-Satterthwaite degrees of freedom
   double critical = 0;  ///< student_t_975(df)
   bool differs = false; ///< |t| > critical: the means differ beyond the samples' noise
 };
+WelchTest two_means_test(double mean_a, double var_a, double df_a, double mean_b, double var_b, double df_b);
 
+/// Welch's unequal-variances t-test of the means of two samples of independent values,
+/// two-sided at 95 %: two_means_test with var = sd^2 / n and df = n - 1.
 /// Samples smaller than this get no test (welch_t_test answers nullopt): a standard deviation of
 /// fewer values says too little about the spread to call a difference noise.
 inline constexpr int64_t kMinWelchSamples = 5;
