@@ -19,16 +19,16 @@
 using namespace embedscope::engine;
 
 namespace {
-constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kM61MiB = int64_t{1} << 20;
 
-struct Recorder {
+struct M61Recorder {
   std::vector<std::pair<int64_t, int64_t>> segment_frees;  // (address, bytes)
 };
 
-std::unique_ptr<DeviceAllocator> make(double threshold, Recorder& rec) {
+std::unique_ptr<DeviceAllocator> m61_make(double threshold, M61Recorder& rec) {
   AllocatorConfig c;
   c.kind = AllocatorKind::caching;
-  c.capacity_bytes = 100 * kMiB;
+  c.capacity_bytes = 100 * kM61MiB;
   c.back_with_memory = false;
   c.garbage_collection_threshold = threshold;
   auto a = DeviceAllocator::create(c);
@@ -54,55 +54,55 @@ std::unique_ptr<DeviceAllocator> make(double threshold, Recorder& rec) {
 // Without the threshold: Y takes 62 + 24 = 86; Z finds 86 + 30 > 100, releases every free
 // segment (S, A, B, C, Y: release_cached_blocks) and retries: 18 + 30 = 48.
 TEST(Mem61GcThreshold, ReleasesTheBlocksPyTorchWould) {
-  Recorder rec;
-  auto a = make(0.5, rec);
+  M61Recorder rec;
+  auto a = m61_make(0.5, rec);
   const Allocation s = a->allocate(512 * 1024, "s");
   a->free(s);
-  const Allocation A = a->allocate(12 * kMiB, "a"), B = a->allocate(14 * kMiB, "b"), C = a->allocate(16 * kMiB, "c");
-  EXPECT_EQ(a->reserved_bytes(), 44 * kMiB);
+  const Allocation A = a->allocate(12 * kM61MiB, "a"), B = a->allocate(14 * kM61MiB, "b"), C = a->allocate(16 * kM61MiB, "c");
+  EXPECT_EQ(a->reserved_bytes(), 44 * kM61MiB);
   a->free(A);
-  const Allocation X = a->allocate(18 * kMiB, "x");
+  const Allocation X = a->allocate(18 * kM61MiB, "x");
   EXPECT_TRUE(rec.segment_frees.empty());
-  EXPECT_EQ(a->reserved_bytes(), 62 * kMiB);
+  EXPECT_EQ(a->reserved_bytes(), 62 * kM61MiB);
   a->free(B);
   a->free(a->allocate(512 * 1024, "s2"));  // served by S's cached segment: the large pool's ages do not move
-  const Allocation Y = a->allocate(24 * kMiB, "y");
+  const Allocation Y = a->allocate(24 * kM61MiB, "y");
   ASSERT_EQ(rec.segment_frees.size(), 1u);
-  EXPECT_EQ(rec.segment_frees[0], std::make_pair(A.address, 12 * kMiB));  // the older one only
-  EXPECT_EQ(a->reserved_bytes(), 74 * kMiB);
+  EXPECT_EQ(rec.segment_frees[0], std::make_pair(A.address, 12 * kM61MiB));  // the older one only
+  EXPECT_EQ(a->reserved_bytes(), 74 * kM61MiB);
   a->free(C);
   a->free(Y);
-  const Allocation Z = a->allocate(30 * kMiB, "z");
+  const Allocation Z = a->allocate(30 * kM61MiB, "z");
   ASSERT_EQ(rec.segment_frees.size(), 4u);
-  EXPECT_EQ(rec.segment_frees[1], std::make_pair(B.address, 14 * kMiB));  // pass 1
-  EXPECT_EQ(rec.segment_frees[2], std::make_pair(C.address, 16 * kMiB));  // pass 2, size order
-  EXPECT_EQ(rec.segment_frees[3], std::make_pair(Y.address, 24 * kMiB));
+  EXPECT_EQ(rec.segment_frees[1], std::make_pair(B.address, 14 * kM61MiB));  // pass 1
+  EXPECT_EQ(rec.segment_frees[2], std::make_pair(C.address, 16 * kM61MiB));  // pass 2, size order
+  EXPECT_EQ(rec.segment_frees[3], std::make_pair(Y.address, 24 * kM61MiB));
   const MemoryStats st = a->stats();
-  EXPECT_EQ(st.reserved, 50 * kMiB);
-  EXPECT_EQ(st.peak_reserved, 74 * kMiB);
+  EXPECT_EQ(st.reserved, 50 * kM61MiB);
+  EXPECT_EQ(st.peak_reserved, 74 * kM61MiB);
   EXPECT_EQ(st.alloc_retries, 0);
   EXPECT_EQ(st.segments, 3);  // S (small, cached), X, Z
   (void)X;
   (void)Z;
 
-  Recorder none;
-  auto b = make(0, none);
+  M61Recorder none;
+  auto b = m61_make(0, none);
   const Allocation s0 = b->allocate(512 * 1024, "s");
   b->free(s0);
-  const Allocation A0 = b->allocate(12 * kMiB, "a"), B0 = b->allocate(14 * kMiB, "b"), C0 = b->allocate(16 * kMiB, "c");
+  const Allocation A0 = b->allocate(12 * kM61MiB, "a"), B0 = b->allocate(14 * kM61MiB, "b"), C0 = b->allocate(16 * kM61MiB, "c");
   b->free(A0);
-  b->allocate(18 * kMiB, "x");
+  b->allocate(18 * kM61MiB, "x");
   b->free(B0);
   b->free(b->allocate(512 * 1024, "s2"));
-  const Allocation Y0 = b->allocate(24 * kMiB, "y");
-  EXPECT_EQ(b->reserved_bytes(), 86 * kMiB);
+  const Allocation Y0 = b->allocate(24 * kM61MiB, "y");
+  EXPECT_EQ(b->reserved_bytes(), 86 * kM61MiB);
   EXPECT_TRUE(none.segment_frees.empty());
   b->free(C0);
   b->free(Y0);
-  b->allocate(30 * kMiB, "z");
+  b->allocate(30 * kM61MiB, "z");
   const MemoryStats st0 = b->stats();
-  EXPECT_EQ(st0.reserved, 48 * kMiB);
-  EXPECT_EQ(st0.peak_reserved, 86 * kMiB);
+  EXPECT_EQ(st0.reserved, 48 * kM61MiB);
+  EXPECT_EQ(st0.peak_reserved, 86 * kM61MiB);
   EXPECT_EQ(st0.alloc_retries, 1);
   EXPECT_EQ(none.segment_frees.size(), 5u);  // S, A, B, C, Y
 }
@@ -110,23 +110,23 @@ TEST(Mem61GcThreshold, ReleasesTheBlocksPyTorchWould) {
 // A cached block that serves a request is no longer free; a split block (part of a segment) is
 // never collected (is_split), only whole free segments.
 TEST(Mem61GcThreshold, SplitBlocksAndTheSmallPoolStay) {
-  Recorder rec;
-  auto a = make(0.1, rec);  // collects above 10 MiB
-  const Allocation p = a->allocate(4 * kMiB, "p");   // a 20 MiB segment, split: 4 MiB + 16 MiB free
-  const Allocation q = a->allocate(12 * kMiB, "q");  // taken from the 16 MiB rest: 4 MiB left free
+  M61Recorder rec;
+  auto a = m61_make(0.1, rec);  // collects above 10 MiB
+  const Allocation p = a->allocate(4 * kM61MiB, "p");   // a 20 MiB segment, split: 4 MiB + 16 MiB free
+  const Allocation q = a->allocate(12 * kM61MiB, "q");  // taken from the 16 MiB rest: 4 MiB left free
   const Allocation s = a->allocate(1000, "s");       // small pool, 2 MiB segment
   a->free(s);
   a->free(q);  // the 20 MiB segment: p live, 16 MiB free beside it (split)
-  a->allocate(30 * kMiB, "r");  // 22 > 10 MiB: nothing unsplit in the large pool, nothing released
+  a->allocate(30 * kM61MiB, "r");  // 22 > 10 MiB: nothing unsplit in the large pool, nothing released
   EXPECT_TRUE(rec.segment_frees.empty());
-  EXPECT_EQ(a->reserved_bytes(), 52 * kMiB);
+  EXPECT_EQ(a->reserved_bytes(), 52 * kM61MiB);
   (void)p;
 }
 
 TEST(Mem61GcThreshold, ThresholdOutsideZeroOneIsRefused) {
   for (const double t : {-0.1, 1.0, 1.5}) {
     AllocatorConfig c;
-    c.capacity_bytes = 100 * kMiB;
+    c.capacity_bytes = 100 * kM61MiB;
     c.back_with_memory = false;
     c.garbage_collection_threshold = t;
     try {
@@ -150,19 +150,19 @@ TEST(Mem61GcThreshold, SnapshotReplayWithAndWithoutTheThreshold) {
       "replay-memory " + snap + " --allocator caching --garbage-collection-threshold 0.5 --capacity 104857600 --json", dir);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto dev = nlohmann::json::parse(r.out)["devices"][0];
-  EXPECT_EQ(dev["trace_peak_reserved_bytes"], 74 * kMiB);
+  EXPECT_EQ(dev["trace_peak_reserved_bytes"], 74 * kM61MiB);
   EXPECT_TRUE(dev["recorded_settings_reproduce_the_dump"].get<bool>()) << dev.dump(1);
   const auto& rows = dev["results"];
   ASSERT_EQ(rows.size(), 3u);  // recorded (caching, 0.5), caching, caching with 0.5
   EXPECT_DOUBLE_EQ(rows[0]["garbage_collection_threshold"].get<double>(), 0.5);
-  EXPECT_EQ(rows[0]["peak_reserved_bytes"], 74 * kMiB);
-  EXPECT_EQ(rows[0]["final_reserved_bytes"], 50 * kMiB);
+  EXPECT_EQ(rows[0]["peak_reserved_bytes"], 74 * kM61MiB);
+  EXPECT_EQ(rows[0]["final_reserved_bytes"], 50 * kM61MiB);
   EXPECT_EQ(rows[0]["final_segments"], 3);
   EXPECT_DOUBLE_EQ(rows[1]["garbage_collection_threshold"].get<double>(), 0);
-  EXPECT_EQ(rows[1]["peak_reserved_bytes"], 86 * kMiB);
-  EXPECT_EQ(rows[1]["final_reserved_bytes"], 48 * kMiB);
+  EXPECT_EQ(rows[1]["peak_reserved_bytes"], 86 * kM61MiB);
+  EXPECT_EQ(rows[1]["final_reserved_bytes"], 48 * kM61MiB);
   EXPECT_EQ(rows[2]["label"], "caching, garbage_collection_threshold 0.5");
-  EXPECT_EQ(rows[2]["peak_reserved_bytes"], 74 * kMiB);
+  EXPECT_EQ(rows[2]["peak_reserved_bytes"], 74 * kM61MiB);
   for (const auto& row : rows) EXPECT_EQ(row["result"], "ok") << row.dump();
 
   const auto bad = embedscope::test_support::run_cli(EMBEDSCOPE_CLI,

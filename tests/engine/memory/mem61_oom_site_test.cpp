@@ -14,7 +14,7 @@ namespace prof = embedscope::profiler;
 namespace ss = embedscope::sessions;
 
 namespace {
-constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kSiteMiB = int64_t{1} << 20;
 }
 
 // 26 MiB caching device (tester59's figures): four 4 MiB blocks in one 20 MiB segment and a 1000 B
@@ -26,14 +26,14 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 TEST(Mem61OomSite, AdviceSaysStepOpAndBytesOfTheFailedAction) {
   AllocatorConfig c;
   c.kind = AllocatorKind::caching;
-  c.capacity_bytes = 26 * kMiB;
+  c.capacity_bytes = 26 * kSiteMiB;
   c.back_with_memory = false;
   DeviceArena arena(0, c);
   prof::Tracer tracer(1, false);
   std::vector<Allocation> a;
   {
     prof::ScopedSpan span(tracer, 0, ss::Lane::compute, ss::OpCategory::lookup, "lookup", 0);
-    for (int i = 0; i < 4; ++i) a.push_back(arena.allocate("weights", 4 * kMiB));
+    for (int i = 0; i < 4; ++i) a.push_back(arena.allocate("weights", 4 * kSiteMiB));
     a.push_back(arena.allocate("kjt", 1000));
   }
   arena.release(a[0]);
@@ -44,10 +44,10 @@ TEST(Mem61OomSite, AdviceSaysStepOpAndBytesOfTheFailedAction) {
   {
     prof::ScopedSpan step(tracer, 0, ss::Lane::compute, ss::OpCategory::other, "train_step", 3);
     prof::ScopedSpan op(tracer, 0, ss::Lane::compute, ss::OpCategory::lookup, "embedding_backward", 3);
-    EXPECT_EQ(arena.describe_action(7, 6 * kMiB),
+    EXPECT_EQ(arena.describe_action(7, 6 * kSiteMiB),
               "step 3, embedding_backward, asking 6.0 MiB (action 7 of rank 0's log)");
     try {
-      arena.allocate("gradients", 6 * kMiB);
+      arena.allocate("gradients", 6 * kSiteMiB);
       ADD_FAILURE() << "6 MiB fit";
     } catch (const OomError& e) {
       msg = e.what();
