@@ -82,4 +82,24 @@ std::shared_ptr<SegmentSource> host_segment_source() {
   return s;
 }
 
+// VmmPages (allocator.h): the page bookkeeping of the CUDA VMM source.
+VmmPages::VmmPages(int64_t granularity) : granularity_(granularity) {
+  if (granularity <= 0) throw std::invalid_argument(fmt::format("VmmPages: granularity must be > 0, got {}", granularity));
+}
+
+std::pair<int64_t, int64_t> VmmPages::grow_to(int64_t bytes) {
+  const int64_t need = round_up(std::max<int64_t>(bytes, 0)) / granularity_;
+  if (need <= pages_) return {pages_, pages_};
+  const std::pair<int64_t, int64_t> r{pages_, need};
+  pages_ = need;
+  return r;
+}
+
+std::pair<int64_t, int64_t> VmmPages::shrink_to(int64_t bytes) {
+  const int64_t need = round_up(std::max<int64_t>(bytes, 0)) / granularity_;
+  if (need >= pages_) return {pages_, pages_};
+  const std::pair<int64_t, int64_t> r{need, pages_};
+  pages_ = need;
+  return r;
+}
 }  // namespace embedscope::engine

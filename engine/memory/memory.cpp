@@ -1,6 +1,8 @@
 #include "embedscope/engine/memory/memory.h"
 
 #include "embedscope/engine/memory/replay.h"
+#include "embedscope/profiler/cpu/tracer.h"
+#include "embedscope/sessions/model/units.h"
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +38,25 @@ Allocation DeviceArena::allocate(const std::string& tag, int64_t bytes) {
   }
 }
 
+DeviceArena::Logged DeviceArena::site_now(uint8_t kind, int64_t id, int64_t size) const {
+  Logged l;
+  l.id = id;
+  l.size = size;
+  l.kind = kind;
+  if (const profiler::ScopedSpan* span = profiler::ScopedSpan::innermost()) {
+    l.step = static_cast<int32_t>(std::clamp<int64_t>(span->step(), INT32_MIN + 1, INT32_MAX));
+    const std::string name = span->name() ? span->name() : "";
+    if (auto it = op_index_.find(name); it != op_index_.end()) {
+      l.op = it->second;
+    } else if (op_names_.size() <= UINT16_MAX) {
+      l.op = static_cast<uint16_t>(op_names_.size());
+      op_index_.emplace(name, l.op);
+      op_names_.push_back(name);
+    }
+  }
+  return l;
+}
+
 void DeviceArena::log(uint8_t kind, int64_t id, int64_t size) {
   if (log_cut_) return;
   if (log_.size() >= kOomLogLimit) {
@@ -45,7 +66,35 @@ void DeviceArena::log(uint8_t kind, int64_t id, int64_t size) {
     log_ids_.clear();
     return;
   }
-  log_.push_back({id, size, kind});
+  log_.push_back(kind == 255 ? Logged{id, size, kNoStep, 0, kind} : site_now(kind, id, size));
+}
+
+std::string DeviceArena::describe(const Logged& l, int64_t entry) const {
+  std::vector<std::string> parts;
+  if (l.step != kNoStep) parts.push_back(fmt::format("step {}", l.step));
+  if (l.op != 0) parts.push_back(op_names_[l.op]);
+  const auto kind = static_cast<MemoryAction::Kind>(l.kind);
+  std::string what = kind == MemoryAction::Kind::alloc     ? "asking " + sessions::format_bytes(l.size)
+                     : kind == MemoryAction::Kind::compact ? "compacting the device"
+                                                           : "freeing a block";
+  std::string text;
+  for (const auto& p : parts) text += (text.empty() ? "" : ", ") + p;
+  text += parts.empty() ? what + " outside any op" : ", " + what;
+  return fmt::format("{} (action {} of rank {}'s log)", text, entry, rank_);
+}
+
+std::string DeviceArena::describe_action(int64_t entry, int64_t pending_bytes) const {
+  int64_t i = 0;
+  for (const auto& l : log_) {
+    if (l.kind == 255) continue;
+    if (i++ == entry) return describe(l, entry);
+  }
+  if (entry == i && pending_bytes > 0) {
+    Logged now = site_now(static_cast<uint8_t>(MemoryAction::Kind::alloc), -1,
+                                                          pending_bytes);
+    return describe(now, entry);
+  }
+  return fmt::format("action {} of rank {}'s log", entry, rank_);
 }
 
 void DeviceArena::mark_step_end() { log(255, 0, 0); }
@@ -55,6 +104,8 @@ std::string DeviceArena::oom_advice_from_replays(const DeviceOutOfMemory& failed
   if (log_cut_ || own.kind == AllocatorKind::cuda_async || !failed.fragmentation) return "";
   std::vector<MemoryAction> actions, packed;
   actions.reserve(log_.size() + 1);
+  std::vector<Logged> logged;  // the entry of each action, for describe
+  logged.reserve(log_.size() + 1);
   bool steps = false;
   for (const auto& l : log_) {
     if (l.kind == 255) {
@@ -72,7 +123,9 @@ std::string DeviceArena::oom_advice_from_replays(const DeviceOutOfMemory& failed
     a.entry = static_cast<int64_t>(actions.size());
     actions.push_back(a);
     packed.push_back(a);
+    logged.push_back(l);
   }
+  logged.push_back(site_now(static_cast<uint8_t>(MemoryAction::Kind::alloc), -1, bytes));
   MemoryAction request;
   request.kind = MemoryAction::Kind::alloc;
   request.id = -1;  // no block address is negative
@@ -105,10 +158,18 @@ std::string DeviceArena::oom_advice_from_replays(const DeviceOutOfMemory& failed
   const std::string what = fmt::format("this rank's {} allocator actions so far and this request (what the run "
                                        "would have done after it is unknown)",
                                        actions.size() - 1);
-  advise_from_replays(rows, what, [&](const AllocatorConfig& c) {
-    ReplayResult r = replay_actions(actions, {}, c, "the run", true);
-    return r;
-  });
+  const auto where = [&](int64_t entry) {
+    return entry >= 0 && entry < static_cast<int64_t>(logged.size())
+               ? describe(logged[static_cast<size_t>(entry)], entry)
+               : fmt::format("action {} of rank {}'s log", entry, rank_);
+  };
+  advise_from_replays(
+      rows, what,
+      [&](const AllocatorConfig& c) {
+        ReplayResult r = replay_actions(actions, {}, c, "the run", true);
+        return r;
+      },
+      where);
   return rows.front().oom_advice;
 }
 

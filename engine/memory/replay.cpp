@@ -116,12 +116,14 @@ std::string ReplayResult::verdict() const {
 std::string setting_label(const AllocatorConfig& c) {
   std::string l = to_string(c.kind);
   if (c.max_split_size > 0) l += ", max_split_size " + format_bytes(c.max_split_size);
+  if (c.garbage_collection_threshold > 0) l += fmt::format(", garbage_collection_threshold {:g}", c.garbage_collection_threshold);
   return l;
 }
 
 namespace {
 bool same_setting(const AllocatorConfig& a, const AllocatorConfig& b) {
-  return a.kind == b.kind && a.max_split_size == b.max_split_size;
+  return a.kind == b.kind && a.max_split_size == b.max_split_size &&
+         a.garbage_collection_threshold == b.garbage_collection_threshold;
 }
 // a setting as the advice names it: direct is no PyTorch allocator of its own name
 std::string advice_label(const ReplayResult& r) {
@@ -132,8 +134,15 @@ std::string advice_label(const ReplayResult& r) {
   if (c.kind == AllocatorKind::expandable)
     return c.max_split_size > 0 ? "expandable_segments with max_split_size " + format_bytes(c.max_split_size)
                                 : "expandable_segments";
-  if (c.kind == AllocatorKind::caching && c.max_split_size > 0)  // not "caching, max_split_size": one setting
-    return "caching with max_split_size " + format_bytes(c.max_split_size);
+  if (c.kind == AllocatorKind::caching && (c.max_split_size > 0 || c.garbage_collection_threshold > 0)) {
+    // not "caching, max_split_size": one setting
+    std::string l = "caching with ";
+    if (c.max_split_size > 0) l += "max_split_size " + format_bytes(c.max_split_size);
+    if (c.garbage_collection_threshold > 0)
+      l += fmt::format("{}garbage_collection_threshold {:g}", c.max_split_size > 0 ? " and " : "",
+                       c.garbage_collection_threshold);
+    return l;
+  }
   return setting_label(c);
 }
 std::string join_and(const std::vector<std::string>& v) {
@@ -145,7 +154,7 @@ std::string join_and(const std::vector<std::string>& v) {
 
 std::string advice_from_replays(const AllocatorConfig& failed, const std::vector<ReplayResult>& replays,
                                 const std::string& what, int64_t sufficient_capacity, const std::string& sufficient_label,
-                                const std::string& other_advice) {
+                                const std::string& other_advice, const std::function<std::string(int64_t)>& where) {
   std::vector<std::string> ok, out, out_verdicts;
   ReplayResult failed_row;
   failed_row.config = failed;
@@ -167,7 +176,9 @@ std::string advice_from_replays(const AllocatorConfig& failed, const std::vector
                                      label.substr(gloss + 2)));
     } else {
       out.push_back(label);
-      out_verdicts.push_back(r.verdict());
+      out_verdicts.push_back(r.oom && where ? fmt::format("OOM at {}{}", where(r.oom_action),
+                                                          r.oom_pending ? " (pending frees)" : "")
+                                            : r.verdict());
     }
   }
   std::string a;
@@ -195,7 +206,8 @@ std::string advice_from_replays(const AllocatorConfig& failed, const std::vector
 }
 
 void advise_from_replays(std::vector<ReplayResult>& rows, const std::string& what,
-                         const std::function<ReplayResult(const AllocatorConfig&)>& replay_unlimited) {
+                         const std::function<ReplayResult(const AllocatorConfig&)>& replay_unlimited,
+                         const std::function<std::string(int64_t)>& where) {
   bool any_oom = false, any_ok = false;
   for (const auto& r : rows) {
     any_oom = any_oom || r.oom;
@@ -215,7 +227,7 @@ void advise_from_replays(std::vector<ReplayResult>& rows, const std::string& wha
   }
   for (auto& r : rows) {
     if (!r.oom) continue;
-    r.oom_advice = advice_from_replays(r.config, rows, what, sufficient, sufficient_label, r.oom_other_advice);
+    r.oom_advice = advice_from_replays(r.config, rows, what, sufficient, sufficient_label, r.oom_other_advice, where);
     r.oom_message = r.oom_explanation + " Advice: " + r.oom_advice + r.oom_note;
   }
 }

@@ -25,6 +25,12 @@ std::vector<MemoryAction> snapshot_actions(const ts::MemorySnapshotFile& snap, i
   const auto& trace = snap.device_traces[static_cast<size_t>(device)];
   out.reserve(trace.size());
   bool releasing = false;
+  // With a recorded garbage_collection_threshold, a run of segment_free entries right before a
+  // segment_alloc is malloc collecting (garbage_collect_cached_blocks, then alloc_block), which the
+  // allocator model does itself under that setting: no empty_cache of the program's (the other
+  // settings' rows must not release the cache there either).
+  const double gc = snap.settings.garbage_collection_threshold;
+  const bool collects = gc > 0 && gc < 1 && !snap.settings.expandable_segments;
   for (size_t i = 0; i < trace.size(); ++i) {
     const ts::TraceEntry& e = trace[i];
     MemoryAction a;
@@ -33,6 +39,15 @@ std::vector<MemoryAction> snapshot_actions(const ts::MemorySnapshotFile& snap, i
     a.entry = static_cast<int64_t>(i);
     const bool release = e.action == ts::TraceAction::segment_free || e.action == ts::TraceAction::segment_unmap;
     if (release && releasing) continue;  // one empty_cache per run of releases
+    if (release && collects) {
+      size_t j = i;
+      while (j < trace.size() && trace[j].action == ts::TraceAction::segment_free) ++j;
+      if (j < trace.size() && trace[j].action == ts::TraceAction::segment_alloc) {
+        i = j - 1;  // the collection's releases: the model's own
+        releasing = false;
+        continue;
+      }
+    }
     releasing = release;
     switch (e.action) {
       case ts::TraceAction::alloc:
@@ -78,6 +93,10 @@ AllocatorConfig recorded_config(const ts::MemorySnapshotFile& snap, int64_t capa
   c.capacity_bytes = capacity;
   c.max_split_size = snap.settings.max_split_size;
   c.back_with_memory = false;
+  // PyTorch takes 0 < t < 1 only (its parser refuses the rest), and collects with the caching
+  // allocator's segments: an expandable range never has a whole free segment to release
+  const double gc = snap.settings.garbage_collection_threshold;
+  if (gc > 0 && gc < 1 && c.kind == AllocatorKind::caching) c.garbage_collection_threshold = gc;
   return c;
 }
 

@@ -575,10 +575,12 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
     s.collective_timeout_ms = r.integer(*a, "/collective_timeout_ms");
   }
   if (auto* a = Reader::optional(j, "memory")) {
-    r.object(*a, "/memory", {"allocator", "max_split_size", "compaction"});
+    r.object(*a, "/memory", {"allocator", "max_split_size", "compaction", "garbage_collection_threshold"});
     if (auto* b = Reader::optional(*a, "allocator")) s.memory.allocator = r.enumeration<AllocatorKind>(*b, "/memory/allocator");
     if (auto* b = Reader::optional(*a, "max_split_size")) s.memory.max_split_size = r.integer(*b, "/memory/max_split_size");
     if (auto* b = Reader::optional(*a, "compaction")) s.memory.compaction = r.integer(*b, "/memory/compaction");
+    if (auto* b = Reader::optional(*a, "garbage_collection_threshold"))
+      s.memory.garbage_collection_threshold = r.number(*b, "/memory/garbage_collection_threshold");
   }
   if (auto* a = Reader::optional(j, "pipeline")) s.pipeline = r.enumeration<PipelineKind>(*a, "/pipeline");
   if (auto* a = Reader::optional(j, "qcomms")) {

@@ -139,6 +139,9 @@ json to_json(const WorkloadSpec& s) {
   j["memory"] = {{"allocator", enum_name(s.memory.allocator)},
                  {"max_split_size", s.memory.max_split_size},
                  {"compaction", s.memory.compaction}};
+  // only where set: the workloads written before the key existed keep their JSON
+  if (s.memory.garbage_collection_threshold != 0)
+    j["memory"]["garbage_collection_threshold"] = s.memory.garbage_collection_threshold;
   j["pipeline"] = enum_name(s.pipeline);
   j["qcomms"] = {{"forward_precision", enum_name(s.qcomms.forward_precision)},
                  {"backward_precision", enum_name(s.qcomms.backward_precision)}};

@@ -348,6 +348,20 @@ void validate_spec(const WorkloadSpec& s, const Checker& c) {
     c.fail("/memory/max_split_size", fmt::format("must be 0 (unlimited) or in [{}, {}], got {}", kMinMaxSplitSizeBytes,
                                                   kMaxMemoryBytes, s.memory.max_split_size));
   c.ge0_max("/memory/compaction", s.memory.compaction, kMaxSteps);
+  if (const double gc = s.memory.garbage_collection_threshold; gc != 0) {
+    if (!(gc > 0 && gc < 1))
+      c.fail("/memory/garbage_collection_threshold",
+             fmt::format("must be > 0 and < 1 (a fraction of devices.memory_bytes, as PyTorch's "
+                         "PYTORCH_CUDA_ALLOC_CONF takes it), or 0 for none; got {}",
+                         gc));
+    else if (s.memory.allocator != AllocatorKind::caching)
+      c.fail("/memory/garbage_collection_threshold",
+             fmt::format("applies to the caching allocator only, got memory.allocator {}: {}", to_string(s.memory.allocator),
+                         s.memory.allocator == AllocatorKind::expandable
+                             ? "an expandable range has no whole free segment to release (PyTorch collects none)"
+                         : s.memory.allocator == AllocatorKind::direct ? "the direct allocator caches nothing"
+                                                                         : "the cudaMallocAsync pool trims itself"));
+  }
   if (s.dense) c.gt0_max("/dense/bucket_cap_bytes", s.dense->bucket_cap_bytes, kMaxMemoryBytes);
   for (const auto& [name, link] : {std::pair{"intra_node", &s.network.intra_node}, {"inter_node", &s.network.inter_node}}) {
     const std::string p = ptr_key("/network", name);

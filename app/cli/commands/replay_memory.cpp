@@ -33,7 +33,10 @@ using nlohmann::json;
 
 namespace {
 
-std::vector<es::AllocatorConfig> parse_settings(const std::string& allocators, int64_t max_split, int64_t cap) {
+// --allocator's kinds, each also with --max-split-size (caching, expandable) and, for caching, with
+// --garbage-collection-threshold (the setting that collects: expandable ranges have no whole free
+// segment to release, direct caches nothing)
+std::vector<es::AllocatorConfig> parse_settings(const std::string& allocators, int64_t max_split, double gc, int64_t cap) {
   std::vector<es::AllocatorConfig> settings;
   std::string list = allocators.empty() ? "caching,expandable,direct" : allocators;
   for (size_t start = 0; start <= list.size();) {
@@ -48,6 +51,7 @@ std::vector<es::AllocatorConfig> parse_settings(const std::string& allocators, i
     const es::AllocatorKind kind = es::allocator_kind_from_string(name, "--allocator");
     settings.push_back({kind, cap, 0, false});
     if (kind != es::AllocatorKind::direct && max_split > 0) settings.push_back({kind, cap, max_split, false});
+    if (kind == es::AllocatorKind::caching && gc > 0) settings.push_back({kind, cap, 0, false, gc});
     start = comma + 1;
   }
   return settings;
@@ -55,6 +59,7 @@ std::vector<es::AllocatorConfig> parse_settings(const std::string& allocators, i
 
 json result_json(const es::ReplayResult& r) {
   return {{"allocator", es::to_string(r.config.kind)}, {"max_split_size", r.config.max_split_size},
+          {"garbage_collection_threshold", r.config.garbage_collection_threshold},
           {"label", r.label}, {"result", r.verdict()},
           {"oom", r.oom}, {"oom_action", r.oom_action}, {"oom_message", r.oom_message},
           {"oom_pending", r.oom_pending}, {"pending_bytes_at_oom", r.pending_bytes_at_oom},
@@ -98,6 +103,7 @@ void print_table(const std::vector<es::ReplayResult>& results) {
       std::string without;
       for (const auto& q : results)
         if (r.config.max_split_size > 0 && q.config.kind == r.config.kind && q.config.max_split_size == 0 &&
+            q.config.garbage_collection_threshold == r.config.garbage_collection_threshold &&
             q.config.capacity_bytes == r.config.capacity_bytes)
           without = fmt::format(" ({} without max_split_size: {})", es::to_string(q.config.kind), q.verdict());
       std::cout << fmt::format("\n{}: {}{}\n", r.label, r.oom_message, without);
@@ -126,17 +132,8 @@ std::string capacity_note(int64_t capacity, int64_t peak_reserved, const es::Rep
   return fmt::format("{}: {} (the recorded run's own OOM: entry {})\n", head, replay, recorded_ooms.front());
 }
 
-// garbage_collection_threshold is not modelled (docs/sessions.md): a recorded value is said to be
-// ignored rather than silently dropped (tester59 F4); "" when the snapshot records none
-std::string gc_threshold_note(const ss::torch_snapshot::MemorySnapshotFile& snap) {
-  if (!snap.settings.present || snap.settings.garbage_collection_threshold <= 0) return "";
-  return fmt::format("note: the snapshot records garbage_collection_threshold {:g}, which the replay does not model: "
-                     "every row replays without it (cached blocks are freed only when a request fails, as with none)",
-                     snap.settings.garbage_collection_threshold);
-}
-
-int cmd_replay_snapshot(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
-                        int64_t device, bool as_json) {
+int cmd_replay_snapshot(const std::string& file, const std::string& allocators, int64_t max_split, double gc,
+                        int64_t capacity, int64_t device, bool as_json) {
   const ss::torch_snapshot::MemorySnapshotFile snap = ss::torch_snapshot::load_snapshot(file);
   const int64_t devices = snap.device_count();
   if (device >= devices)
@@ -171,7 +168,7 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     const int64_t known = below_peak ? peak_reserved : from_oom;
     const int64_t cap = capacity > 0 ? capacity : known > 0 ? known : es::kMaxMemoryBytes;
     std::vector<es::AllocatorConfig> settings{es::recorded_config(snap, cap)};
-    for (const auto& c : parse_settings(allocators, max_split, cap)) settings.push_back(c);
+    for (const auto& c : parse_settings(allocators, max_split, gc, cap)) settings.push_back(c);
     es::SnapshotReplay rep = es::replay_snapshot(snap, d, settings, file);
     // each OOM's advice from the rows beside it, not the allocator's untested candidates (tester59 F1)
     es::advise_from_replays(rep.results, "the device's trace", [&](const es::AllocatorConfig& c) {
@@ -219,9 +216,7 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
                        {"recorded_settings_reproduce_the_recording",
                         verdict.text.empty() ? json(nullptr) : json(verdict.reproduces)},
                        {"recorded_settings_verdict", verdict.text.empty() ? json(nullptr) : json(verdict.text)},
-                       {"problems", rep.problems}, {"results", rs},
-                       {"garbage_collection_threshold_not_replayed",
-                        gc_threshold_note(snap).empty() ? json(nullptr) : json(snap.settings.garbage_collection_threshold)}});
+                       {"problems", rep.problems}, {"results", rs}});
       continue;
     }
     std::cout << fmt::format("{} device {}: {} trace entries, device capacity {}\n", file, d, rep.entries, cap_text);
@@ -231,7 +226,6 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     std::vector<es::ReplayResult> rows = rep.results;
     rows.front().label += " (recorded)";
     print_table(rows);
-    if (const std::string gc = gc_threshold_note(snap); !gc.empty()) std::cout << "\n" << gc << "\n";
     if (!rep.problems.empty()) {
       // the entries `embedscope import` reports as problems; an alloc larger than its block is
       // replayed at the block's size, the figure `stats` uses (snap54, tester54 F4)
@@ -258,7 +252,7 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
   return 0;
 }
 
-int cmd_replay(const std::string& file, const std::string& allocators, int64_t max_split, int64_t capacity,
+int cmd_replay(const std::string& file, const std::string& allocators, int64_t max_split, double gc, int64_t capacity,
                int64_t device, bool as_json) {
   {  // a device or FIFO (/dev/zero) would be read forever; an empty file holds nothing (tester45 F12.4)
     std::error_code ec;
@@ -270,7 +264,7 @@ int cmd_replay(const std::string& file, const std::string& allocators, int64_t m
     if (!ec && std::filesystem::is_regular_file(st) && std::filesystem::file_size(file, ec) == 0 && !ec)
       throw es::SpecError(fmt::format("{}: the file is empty (not an allocator trace or a memory snapshot)", file));
   }
-  if (is_memory_snapshot_file(file)) return cmd_replay_snapshot(file, allocators, max_split, capacity, device, as_json);
+  if (is_memory_snapshot_file(file)) return cmd_replay_snapshot(file, allocators, max_split, gc, capacity, device, as_json);
   es::MemoryTrace trace;
   try {
     trace = es::load_memory_trace(file);
@@ -301,7 +295,7 @@ int cmd_replay(const std::string& file, const std::string& allocators, int64_t m
   const int64_t cap = capacity > 0 ? capacity : trace.capacity_bytes;
   if (cap <= 0) throw es::SpecError(fmt::format("{}: no capacity: give --capacity or \"capacity_bytes\" in the trace", file));
   std::vector<es::ReplayResult> results;
-  for (const auto& c : parse_settings(allocators, max_split, cap)) results.push_back(es::replay(trace, c, file));
+  for (const auto& c : parse_settings(allocators, max_split, gc, cap)) results.push_back(es::replay(trace, c, file));
   es::advise_from_replays(results, "the trace's actions", [&](const es::AllocatorConfig& c) { return es::replay(trace, c, file); });
   if (as_json) {
     json j = json::array();
@@ -318,6 +312,7 @@ int cmd_replay(const std::string& file, const std::string& allocators, int64_t m
 struct ReplayState {
   std::string file, allocators;
   int64_t max_split = 0, capacity = 0, device = -1;
+  double gc = 0;
   bool json = false;
 };
 
@@ -339,12 +334,25 @@ Command add_replay_memory_command(CLI::App& app) {
                   "Also replay caching/expandable with this max_split_size (bytes, >= 20 MiB as PyTorch requires)")
       ->transform(bytes_in_range(es::kMinMaxSplitSizeBytes, es::kMaxMemoryBytes,
                                  "20 MiB, PyTorch's rule: at least its caching allocator's 20 MiB large buffer"));
+  rep->add_option("--garbage-collection-threshold", s->gc,
+                  "Also replay caching with PyTorch's garbage_collection_threshold T (0 < T < 1, a fraction of the "
+                  "capacity: whole free segments unused longest are released once reserved passes it)")
+      ->check([](const std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          const double t = std::stod(v, &used);
+          if (used == v.size() && t > 0 && t < 1) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be a number > 0 and < 1 (a fraction of the capacity, as PyTorch's PYTORCH_CUDA_ALLOC_CONF takes "
+               "it), got \"" + v + "\"";
+      });
   rep->add_option("--capacity", s->capacity,
                   "Device capacity in bytes (default: the trace's capacity_bytes; for a snapshot the device's free + "
                   "reserved bytes at its recorded OOM)")
       ->transform(bytes_in_range(1, es::kMaxMemoryBytes, "a device holds at least one byte"));
   rep->add_flag("--json", s->json, "Print the comparison as JSON");
-  return {rep, [s] { return cmd_replay(s->file, s->allocators, s->max_split, s->capacity, s->device, s->json); },
+  return {rep, [s] { return cmd_replay(s->file, s->allocators, s->max_split, s->gc, s->capacity, s->device, s->json); },
           [s] { return s->json; }};
 }
 

@@ -34,7 +34,8 @@ void setup_note(const std::string& line) {
 namespace embedscope::engine::threaded {
 
 std::unique_ptr<DeviceAllocator> Rank::make_allocator(Shared& sh, int rank) {
-  const AllocatorConfig config{sh.spec.memory.allocator, sh.spec.devices.memory_bytes, sh.spec.memory.max_split_size, true};
+  AllocatorConfig config{sh.spec.memory.allocator, sh.spec.devices.memory_bytes, sh.spec.memory.max_split_size, true};
+  config.garbage_collection_threshold = sh.spec.memory.garbage_collection_threshold;
   if (const detail::RankDevice* gpu = gpu_of(sh, rank)) return gpu->make_allocator(config);
   return DeviceAllocator::create(config);
 }

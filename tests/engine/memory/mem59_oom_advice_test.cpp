@@ -1,6 +1,6 @@
 // OOM advice derived from evidence (tester59 F1): replay-memory names the settings whose rows
 // completed, never suggests max_split_size for a small-pool request nor an allocation order where
-// the live blocks are one size; a recorded garbage_collection_threshold is said to be ignored (F4).
+// the live blocks are one size; a recorded garbage_collection_threshold is replayed (F4).
 // Fixtures: tests/data/memory_snapshots/make_tester59.py (hand figures there).
 #include <gtest/gtest.h>
 
@@ -149,16 +149,17 @@ TEST(Mem59OomAdvice, DifferentSizesKeepTheOrderAdvice) {
   a->free(pin2);
 }
 
-// F4: garbage_collection_threshold is not modelled; a recorded one is said to be ignored.
-TEST(Mem59OomAdvice, RecordedGcThresholdIsSaidToBeIgnored) {
+// F4: a recorded garbage_collection_threshold is replayed: the recorded settings' row carries it
+// (here nothing is collectable: segment A is split by its live blocks, so the OOM stays, entry 11).
+TEST(Mem59OomAdvice, RecordedGcThresholdIsReplayed) {
   const auto r = m59_cli("replay-memory " + m59_fixture("tester59_gc.pickle"));
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("note: the snapshot records garbage_collection_threshold 0.6, which the replay does not model: "
-                       "every row replays without it"),
-            std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("caching, garbage_collection_threshold 0.6 (recorded)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("which the replay does not model"), std::string::npos) << r.out;
   const auto none = m59_cli("replay-memory " + m59_fixture("tester59_mine.pickle"));
   EXPECT_EQ(none.out.find("garbage_collection_threshold"), std::string::npos) << none.out;
   const auto js = m59_cli("replay-memory " + m59_fixture("tester59_gc.pickle") + " --json");
-  EXPECT_DOUBLE_EQ(nlohmann::json::parse(js.out)["devices"][0]["garbage_collection_threshold_not_replayed"].get<double>(), 0.6);
+  const auto row = nlohmann::json::parse(js.out)["devices"][0]["results"][0];
+  EXPECT_DOUBLE_EQ(row["garbage_collection_threshold"].get<double>(), 0.6);
+  EXPECT_EQ(row["result"], "OOM at action 11");
 }

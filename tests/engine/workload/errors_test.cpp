@@ -206,6 +206,18 @@ const ErrorCase kErrorCases[] = {
      "test.json: /memory/compaction: must be >= 0, got -1"},
     {"max_split_small", R"([{"op": "add", "path": "/memory", "value": {"max_split_size": 1024}}])",
      "test.json: /memory/max_split_size: must be 0 (unlimited) or in [20971520, 1125899906842624], got 1024"},
+    {"gc_threshold_one", R"([{"op": "add", "path": "/memory", "value": {"garbage_collection_threshold": 1.0}}])",
+     "test.json: /memory/garbage_collection_threshold: must be > 0 and < 1 (a fraction of devices.memory_bytes, as "
+     "PyTorch's PYTORCH_CUDA_ALLOC_CONF takes it), or 0 for none; got 1"},
+    {"gc_threshold_negative", R"([{"op": "add", "path": "/memory", "value": {"garbage_collection_threshold": -0.5}}])",
+     "test.json: /memory/garbage_collection_threshold: must be > 0 and < 1 (a fraction of devices.memory_bytes, as "
+     "PyTorch's PYTORCH_CUDA_ALLOC_CONF takes it), or 0 for none; got -0.5"},
+    {"gc_threshold_expandable",
+     R"([{"op": "add", "path": "/memory", "value": {"allocator": "expandable", "garbage_collection_threshold": 0.6}}])",
+     "test.json: /memory/garbage_collection_threshold: applies to the caching allocator only, got memory.allocator "
+     "expandable: an expandable range has no whole free segment to release (PyTorch collects none)"},
+    {"gc_threshold_string", R"([{"op": "add", "path": "/memory", "value": {"garbage_collection_threshold": "0.6"}}])",
+     "test.json: /memory/garbage_collection_threshold: must be a number, got string"},
     {"allocator_unknown", R"([{"op": "add", "path": "/memory", "value": {"allocator": "buddy"}}])",
      "test.json: /memory/allocator: must be one of caching, expandable, direct, cuda_async, got \"buddy\""},
     {"timeout_huge", R"([{"op": "add", "path": "/collective_timeout_ms", "value": 9223372036854775807}])",

@@ -15,7 +15,9 @@
 //    a new segment tried once more before OOM (release_cached_blocks). Segments belong to
 //    the stream that reserved them and serve only that stream's requests (per-stream free
 //    lists, as PyTorch's BlockPool orders blocks by stream first): a block freed on stream 0
-//    is never handed to a request on stream 1.
+//    is never handed to a request on stream 1. With a garbage_collection_threshold, whole free
+//    segments unused longest are released before a new one is reserved once reserved bytes pass
+//    that fraction of the capacity (garbage_collect_cached_blocks; AllocatorConfig).
 //  - expandable: PyTorch's expandable_segments (ExpandableSegment): one address range per pool
 //    and stream (1 1/8 of the capacity), mapped in pages of 2 MiB (small pool, kSmallBuffer) or
 //    20 MiB (large pool, kLargeBuffer) where a request needs them: the lowest unmapped range that,
@@ -128,6 +130,13 @@ struct AllocatorConfig {
   int64_t max_split_size = 0;
   /// Back segments with memory; false: bookkeeping only (replays of big traces).
   bool back_with_memory = true;
+  /// PyTorch's garbage_collection_threshold (PYTORCH_CUDA_ALLOC_CONF), a fraction of the
+  /// capacity; 0 = off, else 0 < t < 1 (create() throws std::invalid_argument otherwise). When
+  /// no cached block serves a request and reserved bytes exceed t x capacity, whole free
+  /// segments of the large pool are released, those unused longest first, until reserved is
+  /// below it (garbage_collect_cached_blocks; the rule: docs/memory.md). Caching allocator only:
+  /// an expandable range has no whole free segment, direct caches nothing.
+  double garbage_collection_threshold = 0;
 };
 
 /// Constants of PyTorch's caching allocator (bytes).

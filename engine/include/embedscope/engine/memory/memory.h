@@ -6,6 +6,7 @@
 // fragments - exactly where a GPU of `memory_bytes` with that allocator would.
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -51,13 +52,23 @@ class DeviceArena {
   /// replay_actions, bookkeeping only, same capacity) through caching, expandable and direct,
   /// caching with max_split_size 20 MiB for a large-pool request, and the arena's own setting
   /// with compaction at every step end when steps were marked; the settings that complete them
-  /// are named (advice_from_replays), or that none did. "" when the log was cut (more than
+  /// are named (advice_from_replays), or that none did; a setting that ran out is said with the
+  /// action it failed at as a user can find it in the run: "OOM at step 3, embedding_backward,
+  /// asking 12.0 MiB (action 61 of rank 0's log)" (describe_action). "" when the log was cut (more than
   /// kOomLogLimit actions), the allocator is cuda_async, or the replay of the arena's own
   /// setting does not run out of memory where the arena did (then the allocator's advice stands).
   /// Time: the replays are linear in the log (measured: bench/, ~tens of ms for 100k actions).
   std::string oom_advice_from_replays(const DeviceOutOfMemory& failed, int64_t bytes) const;
   /// Actions logged at most (24 B each); beyond it the log stops and OOM advice is the allocator's.
   static constexpr size_t kOomLogLimit = size_t{1} << 20;
+  /// Action `entry` of this arena's log (allocate / release / compact, step ends not counted; the
+  /// index after the last: `pending`, the request that failed) as a user can place it: the step
+  /// and op of the innermost profiler span open on the thread that made it (ScopedSpan::innermost:
+  /// warm-up steps negative), and for an allocation the bytes asked: "step 3,
+  /// embedding_backward, asking 12.0 MiB (action 61 of rank 0's log)"; "asking 4.0 KiB outside
+  /// any op (action 2 of rank 0's log)" where no span was open. `pending_bytes` > 0: the failed
+  /// request's bytes (made now, where the OOM is being explained).
+  std::string describe_action(int64_t entry, int64_t pending_bytes = 0) const;
   void release(const Allocation& a);
   /// Called when an allocation fails, before OomError is thrown (so the layout that could not
   /// hold the request can be recorded while every buffer is still alive).
@@ -96,10 +107,17 @@ class DeviceArena {
   bool device_memory_ = false;
   // allocate / release / compact / step ends, for the OOM's replays (kind: MemoryAction::Kind,
   // 255 = step end); id = the block's address
+  static constexpr int32_t kNoStep = INT32_MIN;
   struct Logged {
     int64_t id = 0, size = 0;
+    int32_t step = kNoStep;  // the innermost span's step when logged (kNoStep: no span open)
+    uint16_t op = 0;         // its op name: op_names_[op] (0: none)
     uint8_t kind = 0;
   };
+  mutable std::vector<std::string> op_names_{""};               // interned op names of the logged actions
+  mutable std::unordered_map<std::string, uint16_t> op_index_;  // op name -> its index in op_names_
+  Logged site_now(uint8_t kind, int64_t id, int64_t size) const;  // an entry made at the calling thread's span
+  std::string describe(const Logged& l, int64_t entry) const;
   std::vector<Logged> log_;
   std::unordered_map<int64_t, int64_t> log_ids_;  // live block address -> its logged id (stable over compaction)
   int64_t next_log_id_ = 0;

@@ -122,7 +122,7 @@ ReplayResult replay(const MemoryTrace& trace, const AllocatorConfig& config, con
 ReplayResult replay_actions(const std::vector<MemoryAction>& actions, const std::vector<InitialBlock>& initial,
                             const AllocatorConfig& config, const std::string& origin, bool lenient);
 
-/// "caching", "expandable, max_split_size 32.0 MiB", ...
+/// "caching", "expandable, max_split_size 32.0 MiB", "caching, garbage_collection_threshold 0.6", ...
 std::string setting_label(const AllocatorConfig& c);
 
 /// Advice for an OOM from replays of the same actions through other settings (tester59 F1: the
@@ -133,17 +133,22 @@ std::string setting_label(const AllocatorConfig& c);
 /// cache: PYTORCH_NO_CUDA_MEMORY_CACHING=1) completes the trace's actions (peak reserved 16.0
 /// MiB)") and those that ran out as well; where none completes, says so and, when
 /// `sufficient_capacity` > 0, that this capacity would (`sufficient_label` its setting).
-/// `other_advice` (DeviceOutOfMemory::other_advice) follows after "; or ". Pure.
+/// `other_advice` (DeviceOutOfMemory::other_advice) follows after "; or ". `where`, when given,
+/// says an action by its MemoryAction::entry for the rows that ran out ("OOM at " + where(61):
+/// "OOM at step 3, embedding_backward, asking 12.0 MiB (action 61 of rank 0's log)"); without
+/// it they say ReplayResult::verdict(). Pure.
 std::string advice_from_replays(const AllocatorConfig& failed, const std::vector<ReplayResult>& replays,
                                 const std::string& what, int64_t sufficient_capacity, const std::string& sufficient_label,
-                                const std::string& other_advice);
+                                const std::string& other_advice,
+                                const std::function<std::string(int64_t)>& where = nullptr);
 
 /// Gives every OOM row of `rows` (replays of one action list at one capacity) the advice of
 /// advice_from_replays from the other rows (oom_advice and oom_message rewritten). Where no row
 /// completes, `replay_unlimited` (a replay of the same actions through a setting at unlimited
 /// capacity) finds the least peak reserved that serves them all: the capacity that would have
-/// sufficed. Rows that did not run out are unchanged.
+/// sufficed. Rows that did not run out are unchanged. `where`: as advice_from_replays'.
 void advise_from_replays(std::vector<ReplayResult>& rows, const std::string& what,
-                         const std::function<ReplayResult(const AllocatorConfig&)>& replay_unlimited);
+                         const std::function<ReplayResult(const AllocatorConfig&)>& replay_unlimited,
+                         const std::function<std::string(int64_t)>& where = nullptr);
 
 }  // namespace embedscope::engine

@@ -49,7 +49,10 @@ struct SnapshotReplay {
 /// The actions of `device`'s trace (see above). An alloc whose request is larger than its block
 /// (TimelineWalk::oversized: import problems trace_size_disagrees_with_dump and
 /// alloc_larger_than_block) asks for the block's size, the figure `stats` uses too; an oom
-/// request above kMaxMemoryBytes asks for replayable_request() of it.
+/// request above kMaxMemoryBytes asks for replayable_request() of it. A run of segment_free
+/// entries is one empty_cache, except, where the snapshot records a garbage_collection_threshold
+/// in (0, 1) (caching), a run right before a segment_alloc: malloc's collection, left out (the
+/// allocator model collects itself under that setting, and the other settings do not collect).
 std::vector<MemoryAction> snapshot_actions(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device);
 /// The same with the device's walk (walk_timeline(snap, device, 0)) already made.
 std::vector<MemoryAction> snapshot_actions(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device,
@@ -60,7 +63,9 @@ std::vector<MemoryAction> snapshot_actions(const sessions::torch_snapshot::Memor
 int64_t replayable_request(int64_t bytes);
 
 /// The recorded settings as an AllocatorConfig of `capacity`: expandable when
-/// expandable_segments, else caching; its max_split_size (0 = unlimited).
+/// expandable_segments, else caching; its max_split_size (0 = unlimited); its
+/// garbage_collection_threshold where recorded in (0, 1) with the caching allocator (0 otherwise:
+/// PyTorch refuses other values, and expandable segments have no whole free segment to collect).
 AllocatorConfig recorded_config(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t capacity);
 
 /// The device's capacity as far as the snapshot tells it: at its first oom entry, the

@@ -238,6 +238,9 @@ struct MemorySpec {
   AllocatorKind allocator = AllocatorKind::caching;
   int64_t max_split_size = 0;  ///< bytes; 0 = unlimited, else >= 20 MiB (PyTorch's rule)
   int64_t compaction = 0;      ///< pack each device every N steps (0 = never)
+  /// PyTorch's garbage_collection_threshold, a fraction of devices.memory_bytes: 0 = off, else
+  /// 0 < t < 1, caching allocator only (AllocatorConfig::garbage_collection_threshold).
+  double garbage_collection_threshold = 0;
 };
 
 /// One link class of the slow-network emulation (comm/gloo_process_group.h: ProcessGroup::set_network).

@@ -75,17 +75,28 @@ class Tracer {
 };
 
 /// RAII span: records [construction, destruction) on destruction, and marks the same interval
-/// as an NVTX range of that name (nvtx.h), so Nsight Systems shows the engine's phases.
+/// as an NVTX range of that name (nvtx.h), so Nsight Systems shows the engine's phases. Spans
+/// nest per thread (innermost()), traced or not.
 class ScopedSpan {
  public:
   ScopedSpan(Tracer& t, int rank, sessions::Lane lane, sessions::OpCategory cat, const char* name, int64_t step)
-      : t_(t), nvtx_(name), ev_{rank, lane, cat, name, step, t.enabled() ? t.now_ns() : 0, 0, 0, 0} {}
+      : t_(t), nvtx_(name), ev_{rank, lane, cat, name, step, t.enabled() ? t.now_ns() : 0, 0, 0, 0}, outer_(innermost_) {
+    innermost_ = this;
+  }
   ~ScopedSpan() {
+    innermost_ = outer_;
     if (t_.enabled()) {
       ev_.end_ns = t_.now_ns();
       t_.record(ev_);
     }
   }
+  /// The innermost span open on the calling thread (nullptr: none): the op this thread is in,
+  /// for what it records meanwhile (a device allocation's op and step, DeviceArena).
+  static const ScopedSpan* innermost() { return innermost_; }
+  /// The span's op name (a string that outlives the run's spans) and training step (warm-up
+  /// steps negative).
+  const char* name() const { return ev_.name; }
+  int64_t step() const { return ev_.step; }
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;
   void set_bytes(int64_t b) { ev_.bytes = b; }
@@ -96,6 +107,8 @@ class ScopedSpan {
   Tracer& t_;
   NvtxRange nvtx_;
   sessions::OpEvent ev_;
+  const ScopedSpan* outer_;
+  static inline thread_local const ScopedSpan* innermost_ = nullptr;
 };
 
 }  // namespace embedscope::profiler
