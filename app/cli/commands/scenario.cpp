@@ -21,6 +21,8 @@
 #include "embedscope/engine/exec/write_room.h"
 #include "embedscope/engine/workload/scenario.h"
 #include "embedscope/engine/workload/spec_error.h"
+#include "embedscope/engine/workload/hash_warnings.h"
+#include "embedscope/engine/workload/state_precision.h"
 #include "embedscope/sessions/analysis/noise.h"
 #include "embedscope/sessions/analysis/stats.h"  // drain_steps_text
 #include "embedscope/sessions/model/units.h"
@@ -102,7 +104,38 @@ json figures_json(const es::ScenarioFigures& f) {
           {"peak_reserved_bytes", f.peak_reserved_bytes},
           {"final_loss", f.final_loss},
           {"held_out_auc", f.held_out_auc ? json(*f.held_out_auc) : json(nullptr)},
-          {"held_out_auc_se", f.held_out_auc_se ? json(*f.held_out_auc_se) : json(nullptr)}};
+          {"held_out_auc_se", f.held_out_auc_se ? json(*f.held_out_auc_se) : json(nullptr)},
+          {"held_out_loss", f.held_out_loss ? json(*f.held_out_loss) : json(nullptr)},
+          {"table_weight_bytes", f.table_weight_bytes ? json(*f.table_weight_bytes) : json(nullptr)},
+          {"optimizer_state_bytes", f.optimizer_state_bytes ? json(*f.optimizer_state_bytes) : json(nullptr)},
+          {"max_relative_error", f.max_relative_error ? json(*f.max_relative_error) : json(nullptr)},
+          {"collisions_per_step", f.collisions_per_step ? json(*f.collisions_per_step) : json(nullptr)}};
+}
+
+// The run with the lowest held-out loss (the figure remedies are judged by: a lower training
+// loss or a higher AUC can hide a worse held-out loss); none when no run has one.
+std::optional<size_t> lowest_held_out_loss(const std::vector<ScenarioRow>& rows) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].figures || !rows[i].figures->held_out_loss) continue;
+    if (!best || *rows[i].figures->held_out_loss < *rows[*best].figures->held_out_loss) best = i;
+  }
+  return best;
+}
+
+// The held-out loss cell: "0.7221", "+15.2 %" of run 0's after it for the other runs, and " *"
+// on the lowest of the scenario's (when more than one run has one).
+std::string held_out_loss_cell(const std::vector<ScenarioRow>& rows, size_t i, std::optional<size_t> best) {
+  const es::ScenarioFigures& f = *rows[i].figures;
+  if (!f.held_out_loss) return "-";
+  std::string cell = fmt::format("{:.4f}", *f.held_out_loss);
+  const auto& first = rows[0].figures;
+  if (i > 0 && first && first->held_out_loss && *first->held_out_loss > 0)
+    cell += fmt::format(" {:+.1f}%", 100.0 * (*f.held_out_loss / *first->held_out_loss - 1.0));
+  int with = 0;
+  for (const auto& r : rows) with += r.figures && r.figures->held_out_loss ? 1 : 0;
+  if (best && *best == i && with > 1) cell += " *";
+  return cell;
 }
 
 // Run i's held-out AUC against run 0's with the noise of both (tester42 F5); none unless both
@@ -131,21 +164,22 @@ std::string all_drain_warning(size_t i, const es::ScenarioRun& run, const Scenar
 }
 
 // The run's figures, its label last (labels are long: "vocab_parallel + sequence_parallel (...)").
-std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& row,
+std::string row_text(size_t i, const es::ScenarioRun& run, const std::vector<ScenarioRow>& rows,
                      const std::optional<sessions::AucDifference>& vs_first) {
+  const ScenarioRow& row = rows[i];
   if (!row.figures) return fmt::format("{:<2} {:<9} {}: {}\n", i, "-", run.label, row.error);
   const es::ScenarioFigures& f = *row.figures;
   const std::string wire = f.tokens_per_sample > 0 ? fmt::format("{:.1f}/token", f.bytes_per_token)
                                                    : fmt::format("{:.1f}/sample", f.bytes_per_sample);
   const bool measured = f.steps > 0;
   const std::string vs = vs_first ? sessions::auc_difference_cell(*vs_first) : "-";
-  return fmt::format("{:<2} {:<9} {:>7} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n", i,
+  return fmt::format("{:<2} {:<9} {:>7} {:>12} {:>12} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>17} {:>7} {:>6} {:>13}  {}\n", i,
                      f.ended, steps_cell(f), measured ? ms(f.step_mean_ns) : "-",
                      measured ? ms(f.exposed_comm_per_step_ns) : "-",
                      100 * f.comm_share, 100 * f.embedding_comm_share, measured ? wire : "-",
                      format_bytes(f.peak_allocated_bytes), format_bytes(f.peak_reserved_bytes),
                      measured ? fmt::format("{:.5f}", f.final_loss) : "-",
-                     f.held_out_auc ? fmt::format("{:.4f}", *f.held_out_auc) : "-",
+                     held_out_loss_cell(rows, i, lowest_held_out_loss(rows)), f.held_out_auc ? fmt::format("{:.4f}", *f.held_out_auc) : "-",
                      f.held_out_auc_se ? fmt::format("{:.4f}", *f.held_out_auc_se) : "-", vs, run.label);
 }
 
@@ -206,6 +240,11 @@ int cmd_scenario(const ScenarioState& s) {
     }
     fmt::print(stderr, "run {}/{}: {} ({}, {} steps on {} ranks) -> {}\n", i + 1, sc.runs.size(), run.label, run_kind(run),
                run.steps(), run.world_size(), paths[i]);
+    if (!run.lm) {  // as `run` warns before it starts (workload_args.cpp): fp16 state, hash_size = rows
+      std::vector<std::string> warnings = es::state_precision_warnings(run.spec);
+      for (std::string& w : es::hash_size_warnings(run.spec)) warnings.push_back(std::move(w));
+      for (const std::string& w : warnings) fmt::print(stderr, "  warning: {}\n", w);
+    }
     es::ScenarioRunOptions opt;
     opt.session_path = paths[i];
     opt.overwrite = s.overwrite;
@@ -268,6 +307,11 @@ int cmd_scenario(const ScenarioState& s) {
         w.erase(w.find_last_not_of('\n') + 1);
         r["warning"] = w.substr(w.find("warning: ") + 9);
       }
+      if (rows[i].figures && rows[i].figures->held_out_loss) {  // the figure remedies are judged by
+        r["lowest_held_out_loss"] = lowest_held_out_loss(rows) == i;
+        if (i > 0 && rows[0].figures && rows[0].figures->held_out_loss && *rows[0].figures->held_out_loss > 0)
+          r["held_out_loss_vs_run_0"] = *rows[i].figures->held_out_loss / *rows[0].figures->held_out_loss - 1.0;
+      }
       if (const auto d = auc_vs_first(rows, i))  // tester42 F5: the difference with its noise
         r["held_out_auc_vs_run_0"] = {{"difference", d->diff}, {"se", d->se}, {"within_noise", d->within_noise}};
       if (!rows[i].error.empty()) r["error"] = rows[i].error;
@@ -280,10 +324,10 @@ int cmd_scenario(const ScenarioState& s) {
     return exit_code;
   }
   std::cout << fmt::format("scenario {}: {}\n\n", sc.id, sc.title);
-  std::cout << fmt::format("{:<2} {:<9} {:>7} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n",
+  std::cout << fmt::format("{:<2} {:<9} {:>7} {:>12} {:>12} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>17} {:>7} {:>6} {:>13}  {}\n",
                            "N", "ended", "steps", "step mean", "exposed/step", "comm", "emb", "bytes on the wire",
-                           "peak alloc", "peak resv", "loss", "AUC", "SE", "AUC vs 0", "run (session ID-N.db)");
-  for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << row_text(i, sc.runs[i], rows[i], auc_vs_first(rows, i));
+                           "peak alloc", "peak resv", "loss", "held-out loss", "AUC", "SE", "AUC vs 0", "run (session ID-N.db)");
+  for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << row_text(i, sc.runs[i], rows, auc_vs_first(rows, i));
   for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << all_drain_warning(i, sc.runs[i], rows[i]);
   std::cout << "\nsteps: the measured steps, 'C of N' where a pipeline's last drain steps are left out of every figure "
                "but peak and loss, as in stats (C counted); step mean: the slowest rank's step time; exposed/step: "
@@ -292,8 +336,10 @@ int cmd_scenario(const ScenarioState& s) {
                "(thread-level on CPU ranks); bytes on the wire: every rank's bytes sent per sample, Embedscope's split "
                "checks included as stats counts them (per token for lm_embedding, the split checks left out there: "
                "Megatron runs none); peak: the "
-               "largest rank's allocated / reserved device memory; loss: the last measured step's; AUC: the trained model's "
-               "ROC AUC on held-out generated batches (run --held-out-batches; '-' where a run was not evaluated); SE: its "
+               "largest rank's allocated / reserved device memory; loss: the last measured step's; held-out loss: the "
+               "trained model's mean BCE on held-out generated batches, change from run 0's, '*' the lowest (judge "
+               "remedies by it: a lower training loss or a higher AUC can hide a worse held-out loss); AUC: its "
+               "ROC AUC on the same batches (run --held-out-batches; '-' where a run was not evaluated); SE: its "
                "standard error from the held-out set's positives and negatives (Hanley & McNeil 1982); AUC vs 0: the "
                "difference from run 0's, 'noise' when within 2 x sqrt(SE^2 + SE0^2) (the held-out sample's chance)\n";
   std::cout << fmt::format("sessions: {}/{}-N.db (embedscope-ui --scenario {} --scenario-sessions {})\n", s.output, sc.id,
