@@ -92,10 +92,16 @@ TEST(ModelQuality, HeldOutLossAndTableFiguresByHand) {
   EXPECT_EQ(blk.json[2]["held_out_auc"], nullptr);
   EXPECT_EQ(blk.json[2]["table_weight_bytes"], 376000);
   EXPECT_DOUBLE_EQ(blk.json[2]["collisions_per_step"].get<double>(), 35.0);
-  EXPECT_NE(blk.text.find("held-out loss             0.6268 lowest  0.7221 (+15.2 %)  0.6300 (+0.5 %)"),
-            std::string::npos)
+  // names padded to 18, then each column right-aligned to its widest cell ("0.6268 lowest" 13,
+  // "0.7221 (+15.2 %)" 16, "0.6300 (+0.5 %)" 15) after two spaces; bytes: 5,760,000 B = 5.5 MiB,
+  // 11,520,000 B = 11.0 MiB, 376,000 B = 367.2 KiB, 1,152,000 B = 1.1 MiB
+  EXPECT_NE(blk.text.find("\nheld-out loss       0.6268 lowest  0.7221 (+15.2 %)  0.6300 (+0.5 %)\n"), std::string::npos)
       << blk.text;
-  EXPECT_NE(blk.text.find("collisions/step                -                -             35.0"), std::string::npos)
+  EXPECT_NE(blk.text.find("\ntable weights             5.5 MiB           5.5 MiB        367.2 KiB\n"), std::string::npos)
+      << blk.text;
+  EXPECT_NE(blk.text.find("\noptimizer state          11.0 MiB           5.5 MiB          1.1 MiB\n"), std::string::npos)
+      << blk.text;
+  EXPECT_NE(blk.text.find("\ncollisions/step                -                 -             35.0\n"), std::string::npos)
       << blk.text;
   EXPECT_THROW(ss::model_quality_block({&ra}, {"A", "B"}), std::invalid_argument);
 }
