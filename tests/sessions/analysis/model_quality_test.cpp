@@ -101,7 +101,7 @@ TEST(ModelQuality, HeldOutLossAndTableFiguresByHand) {
       << blk.text;
   EXPECT_NE(blk.text.find("\noptimizer state          11.0 MiB           5.5 MiB          1.1 MiB\n"), std::string::npos)
       << blk.text;
-  EXPECT_NE(blk.text.find("\ncollisions/step                -                 -             35.0\n"), std::string::npos)
+  EXPECT_NE(blk.text.find("\ncollisions/step                 -                 -             35.0\n"), std::string::npos)
       << blk.text;
   EXPECT_THROW(ss::model_quality_block({&ra}, {"A", "B"}), std::invalid_argument);
 }
