@@ -12,6 +12,7 @@
 #include "embedscope/engine/program/lm_program.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/sessions/analysis/analysis.h"
+#include "embedscope/sessions/analysis/model_quality.h"
 #include "embedscope/sessions/analysis/noise.h"
 
 namespace embedscope::engine {
@@ -91,6 +92,14 @@ ScenarioFigures scenario_figures(const ScenarioRun& run, const sessions::Session
   f.final_loss = st.loss.empty() ? 0.0 : st.loss.back();
   f.held_out_auc = st.held_out_auc;
   if (f.held_out_auc) f.held_out_auc_se = sessions::held_out_auc_se(session);
+  const sessions::ModelQuality q = sessions::model_quality(session);
+  f.held_out_loss = q.held_out_loss;
+  if (q.has_storage) {
+    f.table_weight_bytes = q.table_weight_bytes;
+    f.optimizer_state_bytes = q.optimizer_state_bytes;
+  }
+  f.max_relative_error = q.max_relative_error;
+  f.collisions_per_step = q.collisions_per_step;
   int64_t window = 0, comm = 0;
   for (const auto& t : st.per_step) window += t.window_ns;
   for (const auto& r : st.ranks) {

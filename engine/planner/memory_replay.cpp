@@ -23,6 +23,7 @@
 #include "embedscope/engine/model/low_rank.h"
 #include "embedscope/engine/program/step_program.h"
 #include "embedscope/engine/quant/row_codec.h"
+#include "program/data_parallel_bytes.h"
 
 namespace embedscope::engine::detail {
 
@@ -497,12 +498,14 @@ class Replay {
     }
     host_fetch(bi, true);
     // data-parallel tables (sharding/data_parallel.cpp), after the fused optimizer: each table's
-    // dense rows x dim gradient and its rows touched flags, one table at a time, the flags
+    // dense rows x dim gradient (a factorized table's: its factors' rows r + r dim,
+    // program/data_parallel_bytes.h) and its rows touched flags, one table at a time, the flags
     // given back first, both before the table's update (whose cuda staging of the updated rows,
     // fewer than the gradient's, is not replayed)
     for (const int t : L_.dp_tables) {
       const TableSpec& ts = spec_.tables[static_cast<size_t>(t)];
-      Allocation grad = take(ts.rows() * ts.embedding_dim * f32, bi), flags = take(ts.rows() * f32, bi);
+      Allocation grad = take(program::dp_gradient_elements(ts.rows(), ts.embedding_dim, ts.low_rank_dim) * f32, bi),
+                 flags = take(ts.rows() * f32, bi);
       give(flags);
       give(grad);
     }

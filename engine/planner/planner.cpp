@@ -468,8 +468,8 @@ void check_memory_fits(const WorkloadSpec& spec, const std::vector<DeviceMemoryE
     for (size_t i = 1; i < spec.tables.size(); ++i)
       if (table_bytes(spec.tables[i]) > table_bytes(spec.tables[largest])) largest = i;
     remedy = fmt::format(
-        "\n  to try: `plan --auto` (a plan that fits, if one does; with --allow-storage fp16,int8,host_cached it may "
-        "also store the largest tables smaller or in host memory), row_wise or column_wise for the largest table{}, more "
+        "\n  to try: `plan --auto` (a plan that fits, if one does; with --allow-storage fp16,bf16_state,int8,host_cached "
+        "it may also store the largest tables or their optimizer state smaller, or the tables in host memory), row_wise or column_wise for the largest table{}, more "
         "devices (--devices), or a larger devices.memory_bytes",
         spec.tables.empty() ? std::string()
                             : fmt::format(" (\"{}\", {})", spec.tables[largest].name,

@@ -88,10 +88,10 @@ double CallModel::call_ns(const std::vector<int>& members, const std::vector<dou
   return static_cast<double>(std::max(collective_call_ns(ms, hw_), floor));
 }
 
-double CallModel::dp_calls_ns(int64_t rows, int64_t cols) const {
+double CallModel::dp_calls_ns(int64_t rows, int64_t cols, int64_t low_rank_dim) const {
   // sharding/data_parallel.cpp: the dense gradient's all-reduce and the touched flags', each a
   // world call of its own (program/data_parallel_bytes.h)
-  return world_all_reduce_ns(program::dp_gradient_elements(rows, cols), 4) +
+  return world_all_reduce_ns(program::dp_gradient_elements(rows, cols, low_rank_dim), 4) +
          world_all_reduce_ns(program::dp_flag_elements(rows), 4);
 }
 

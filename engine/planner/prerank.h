@@ -73,9 +73,10 @@ class CallModel {
   /// The critical path of per-rank sums `per` (size world).
   PhaseMax critical_path(const std::vector<Perf>& per) const;
   /// The 2 calls of one data_parallel table's gradient dist (sharding/data_parallel.cpp): the
-  /// world all-reduces of its dense `rows` x `cols` fp32 gradient and of its `rows` fp32 touched
-  /// flags, each world_all_reduce_ns, ns.
-  double dp_calls_ns(int64_t rows, int64_t cols) const;
+  /// world all-reduces of its dense `rows` x `cols` fp32 gradient (for a factorized table,
+  /// low_rank_dim r > 0: its factors' rows r + r cols, program/data_parallel_bytes.h) and of its
+  /// `rows` fp32 touched flags, each world_all_reduce_ns, ns.
+  double dp_calls_ns(int64_t rows, int64_t cols, int64_t low_rank_dim = 0) const;
   /// One world all-reduce of `count` elements of `elem_bytes`, ns, timed exactly as plan_stats
   /// times the program's call: each member by collective_ns (cost_model.h: ring, 2(n-1)/n of the
   /// buffer), the call by collective_call_ns, floored by emulated_floor_ns (network_floor.h).

@@ -387,17 +387,19 @@ class Search {
         const int64_t V = t.rows();
         const double updated = program::uniform_distinct_rows(static_cast<double>(V), W_ * look);
         p.bwd_compute = 1e9 *
-                        (program::dp_backward_bytes(look, B * nf, V, s.num_cols) + program::dp_scan_bytes(V, s.num_cols) +
+                        (program::dp_backward_bytes(look, B * nf, V, s.num_cols, t.low_rank_dim) +
+                         program::dp_scan_bytes(V, s.num_cols, t.low_rank_dim) +
                          program::ProgramSink::update_bytes(updated, t, s.num_cols, 0, spec_.optimizer.type)) /
                         (hw_.gpu.hbm_bandwidth_bytes_per_s * hw_.gpu.tbe_backward_efficiency);
         // the partitioner's bandwidth term: a ring all-reduce moves 2 (n-1)/n of the buffers
         const double frac = W_ > 1 ? 2.0 * static_cast<double>(W_ - 1) / W_ : 0.0;
         p.bwd_comms = 1e9 * frac * 4.0 *
-                      static_cast<double>(program::dp_gradient_elements(V, s.num_cols) + program::dp_flag_elements(V)) /
+                      static_cast<double>(program::dp_gradient_elements(V, s.num_cols, t.low_rank_dim) +
+                                          program::dp_flag_elements(V)) /
                       hw_.intra_node.bus_bandwidth_bytes_per_s;
         // its own two world all-reduces a step (gradient, flags)
         p.dp_tables = 1;
-        if (dp_calls_[i] < 0) dp_calls_[i] = calls_.dp_calls_ns(V, s.num_cols);
+        if (dp_calls_[i] < 0) dp_calls_[i] = calls_.dp_calls_ns(V, s.num_cols, t.low_rank_dim);
         p.dp_calls_ns = dp_calls_[i];
         return p;
       }

@@ -21,6 +21,7 @@ using nlohmann::json;
 const char* to_string(StorageOption o) {
   switch (o) {
     case StorageOption::fp16: return "fp16";
+    case StorageOption::bf16_state: return "bf16_state";
     case StorageOption::int8: return "int8";
     case StorageOption::host_cached: return "host_cached";
   }
@@ -31,9 +32,10 @@ std::vector<StorageOption> storage_options_from_strings(const std::vector<std::s
   std::vector<StorageOption> out;
   for (const std::string& v : values) {
     std::optional<StorageOption> o;
-    for (StorageOption c : {StorageOption::fp16, StorageOption::int8, StorageOption::host_cached})
+    for (StorageOption c : kStorageOptions)
       if (v == to_string(c)) o = c;
-    if (!o) throw SpecError(fmt::format("--allow-storage: unknown option '{}' (expected fp16, int8, host_cached)", v));
+    if (!o)
+      throw SpecError(fmt::format("--allow-storage: unknown option '{}' (expected fp16, bf16_state, int8, host_cached)", v));
     if (std::find(out.begin(), out.end(), *o) == out.end()) out.push_back(*o);
   }
   std::sort(out.begin(), out.end());
@@ -46,6 +48,8 @@ bool eligible(const WorkloadSpec& spec, const TableSpec& t, StorageOption o) {
   if (t.placement != TablePlacement::device || t.low_rank_dim > 0) return false;
   switch (o) {
     case StorageOption::fp16: return t.data_type == TableDataType::fp32;
+    case StorageOption::bf16_state:  // sgd keeps no state (validate refuses a state type with it)
+      return spec.optimizer.type != OptimizerType::sgd && t.optimizer_state_type == OptimizerStateType::fp32;
     case StorageOption::int8:
       return t.data_type == TableDataType::fp32 || t.data_type == TableDataType::fp16 ||
              t.data_type == TableDataType::bf16;
@@ -59,6 +63,7 @@ bool eligible(const WorkloadSpec& spec, const TableSpec& t, StorageOption o) {
 void apply(TableSpec& t, StorageOption o, double clf) {
   switch (o) {
     case StorageOption::fp16: t.data_type = TableDataType::fp16; break;
+    case StorageOption::bf16_state: t.optimizer_state_type = OptimizerStateType::bf16; break;
     case StorageOption::int8: t.data_type = TableDataType::int8; break;
     case StorageOption::host_cached:
       t.placement = TablePlacement::host_cached;
@@ -142,6 +147,18 @@ class Trial {
   const HardwareProfile& hw_;
   const PlanSearchOptions& options_;
 };
+
+// A refusal's text for `plan --auto` (which has just searched every plan): its "to try" line
+// (planner.cpp check_fits: `plan --auto`, --allow-storage, row_wise / column_wise ...) replaced
+// by what the search leaves to the user (tester61b F11: the advice to run what was just run).
+std::string without_auto_advice(const std::string& what) {
+  const std::string head = "\n  to try: `plan --auto`";
+  const size_t at = what.find(head);
+  if (at == std::string::npos) return what;
+  const size_t end = what.find('\n', at + 1);
+  return what.substr(0, at) + "\n  to try: more devices (--devices) or a larger devices.memory_bytes" +
+         (end == std::string::npos ? std::string() : what.substr(end));
+}
 
 int64_t fullest(const PlanStats& st) {
   int64_t m = 0;
@@ -246,8 +263,7 @@ std::string outcome_line(const WorkloadSpec& spec, const Trial& trial, StorageOp
 std::string storage_suggestions(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options,
                                 const std::vector<StorageOption>& allowed) {
   const std::vector<StorageOption> opts =
-      allowed.empty() ? std::vector<StorageOption>{StorageOption::fp16, StorageOption::int8, StorageOption::host_cached}
-                      : allowed;
+      allowed.empty() ? std::vector<StorageOption>(std::begin(kStorageOptions), std::end(kStorageOptions)) : allowed;
   Trial trial(spec, hw, options);
   std::string out;
   for (StorageOption o : opts) out += outcome_line(spec, trial, o, search_option(trial, spec, o)) + "\n";
@@ -269,7 +285,7 @@ StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const Hardw
   Trial trial(spec, hw, options);
   // the order of accuracy cost, whatever the order of `allowed`; the refusal's lines are these outcomes
   std::string tried;
-  for (StorageOption o : {StorageOption::fp16, StorageOption::int8, StorageOption::host_cached}) {
+  for (StorageOption o : kStorageOptions) {
     if (std::find(allowed.begin(), allowed.end(), o) == allowed.end()) continue;
     OptionOutcome oc = search_option(trial, spec, o);
     if (!oc.best) {
@@ -281,7 +297,7 @@ StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const Hardw
     const std::vector<size_t>& tables = oc.tables;
     res.spec = trial.changed(tables, hi, o, clf);
     res.search = std::move(*oc.best);
-    res.why = as_written->what();
+    res.why = without_auto_advice(as_written->what());
     res.searches = 1 + trial.searches;
     const auto before = estimate_table_storage(spec, res.search.plan);
     const auto after = estimate_table_storage(res.spec, res.search.plan);
@@ -295,6 +311,8 @@ StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const Hardw
       c.data_type_after = res.spec.tables[i].data_type;
       c.placement_before = spec.tables[i].placement;
       c.placement_after = res.spec.tables[i].placement;
+      c.state_before = spec.tables[i].optimizer_state_type;
+      c.state_after = res.spec.tables[i].optimizer_state_type;
       c.cache_load_factor = o == StorageOption::host_cached ? clf : 0.0;
       c.before = table_bytes(spec, before[i], res.search.plan.tables[i]);
       c.after = table_bytes(res.spec, after[i], res.search.plan.tables[i]);
@@ -302,12 +320,20 @@ StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const Hardw
     }
     return res;
   }
+  // the options not allowed, each alone, as a refusal without --allow-storage lists them all
+  // (tester61b F4: --allow-storage fp16,int8 dropped the host_cached line that fits)
+  std::vector<StorageOption> others;
+  for (StorageOption o : kStorageOptions)
+    if (std::find(allowed.begin(), allowed.end(), o) == allowed.end()) others.push_back(o);
+  const char* others_head = "storage options the planner may use (not allowed; each option alone, on the fewest of the "
+                            "largest tables that make a plan fit, as --allow-storage OPTION would change them):\n";
   const std::string what =
-      std::string(as_written->what()) +
-      (allowed.empty() ? "\nstorage options the planner may use (not allowed; each option alone, on the fewest of the "
-                         "largest tables that make a plan fit, as --allow-storage OPTION would change them):\n"
-                       : "\nthe allowed storage options do not make it fit either (every table that can take each):\n") +
-      (allowed.empty() ? storage_suggestions(spec, hw, options, allowed) : tried);
+      without_auto_advice(as_written->what()) +
+      (allowed.empty() ? "\n" + std::string(others_head) + storage_suggestions(spec, hw, options, others)
+                       : "\nthe allowed storage options do not make it fit either (every table that can take each):\n" +
+                             tried +
+                             (others.empty() ? std::string()
+                                             : std::string(others_head) + storage_suggestions(spec, hw, options, others)));
   throw NoPlanFits(what.substr(0, what.size() - 1), as_written->proposer, as_written->overflow_bytes,
                    as_written->fullest_rank_bytes, as_written->overflow_measure);
 }
@@ -327,6 +353,11 @@ json storage_changes_json(const StoragePlanResult& r) {
     if (c.placement_after == TablePlacement::host_cached) e["cache_load_factor"] = c.cache_load_factor;
     e["before"] = side(c.data_type_before, c.placement_before, c.before);
     e["after"] = side(c.data_type_after, c.placement_after, c.after);
+    if (c.state_after != c.state_before) {  // bf16_state
+      e["optimizer_state_type"] = enum_name(c.state_after);
+      e["before"]["optimizer_state_type"] = enum_name(c.state_before);
+      e["after"]["optimizer_state_type"] = enum_name(c.state_after);
+    }
     arr.push_back(e);
   }
   out["storage_changes"] = arr;
@@ -347,8 +378,10 @@ std::string storage_changes_text(const StoragePlanResult& r) {
     const std::string after = c.placement_after == TablePlacement::host_cached
                                   ? fmt::format("host_cached {}", c.cache_load_factor)
                                   : std::string(to_string(c.data_type_after));
-    out += fmt::format("  {:<20} {:<22} {:>24} {:>18} {:>12} {:>12}\n", c.name,
-                       fmt::format("{} -> {}", to_string(c.data_type_before), after),
+    const std::string storage = c.state_after != c.state_before
+                                    ? fmt::format("{} state -> {} state", enum_name(c.state_before), enum_name(c.state_after))
+                                    : fmt::format("{} -> {}", to_string(c.data_type_before), after);
+    out += fmt::format("  {:<20} {:<22} {:>24} {:>18} {:>12} {:>12}\n", c.name, storage,
                        format_bytes(c.before.weights) + " -> " + format_bytes(c.after.weights),
                        format_bytes(c.before.optimizer_state) + " -> " + format_bytes(c.after.optimizer_state),
                        format_bytes(c.after.cache), format_bytes(c.after.host));
@@ -377,6 +410,11 @@ void apply_storage_changes(WorkloadSpec& spec, const json& doc, const std::strin
     if (e.contains("placement")) {
       if (!e.at("placement").is_string()) fail(where + "/placement", "must be a string");
       it->placement = enum_from_string<TablePlacement>(e.at("placement").get<std::string>(), origin + ": " + where + "/placement");
+    }
+    if (e.contains("optimizer_state_type")) {
+      if (!e.at("optimizer_state_type").is_string()) fail(where + "/optimizer_state_type", "must be a string");
+      it->optimizer_state_type = enum_from_string<OptimizerStateType>(e.at("optimizer_state_type").get<std::string>(),
+                                                                      origin + ": " + where + "/optimizer_state_type");
     }
     if (e.contains("cache_load_factor")) {
       if (!e.at("cache_load_factor").is_number()) fail(where + "/cache_load_factor", "must be a number");

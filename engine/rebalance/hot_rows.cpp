@@ -107,9 +107,11 @@ WorkloadSpec resolve_hot_rows(const WorkloadSpec& spec, const ShardingPlan& plan
     for (const auto& [row, n] : per_row[static_cast<size_t>(t)]) counts[static_cast<size_t>(t)].push_back({row, row + 1, n});
     TableSharding& ts = out.sharding.per_table.at(spec.tables[static_cast<size_t>(t)].name);
     ts.hot_rows.clear();
-    ts.hot_rows_sample_steps = 0;
     for (const HotRowAdvice& a : choose_hot_rows(spec, plan, counts, table_steps[static_cast<size_t>(t)]))
       for (const RowCount& c : a.rows) ts.hot_rows.push_back(c.row_begin);  // blocks of one row each
+    // the rows chosen replace the request; none chosen keeps it, so that the session's workload
+    // still says hot rows were asked for (and `stats` can say none met the threshold)
+    if (!ts.hot_rows.empty()) ts.hot_rows_sample_steps = 0;
   }
   return out;
 }

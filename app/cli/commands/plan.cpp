@@ -317,8 +317,8 @@ Command add_plan_command(CLI::App& app) {
       ->allow_extra_args(false);  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
   plan->add_option("--allow-storage", s->allow_storage,
                    "With --auto: when no plan of the workload as written fits, the storage the search may give the "
-                   "largest tables, comma-separated, tried in this order: fp16, int8 (data_type), host_cached "
-                   "(placement, with a cache_load_factor that fits); the plan says which tables changed and why")
+                   "largest tables, comma-separated, tried in this order: fp16 (data_type), bf16_state "
+                   "(optimizer_state_type bf16), int8 (data_type), host_cached (placement, with a cache_load_factor that fits); the plan says which tables changed and why")
       ->delimiter(',')
       ->allow_extra_args(false);  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
   plan->add_option("--plan", s->plan_file,

@@ -446,7 +446,7 @@ Command add_run_command(CLI::App& app) {
                   "(`embedscope plan --auto`; a file named auto: ./auto)");
   run->add_option("--allow-storage", s->allow_storage,
                   "With --plan auto: when no plan of the workload as written fits, the storage the search may give "
-                  "the largest tables (fp16, int8, host_cached; as `plan --auto --allow-storage`)")
+                  "the largest tables (fp16, bf16_state, int8, host_cached; as `plan --auto --allow-storage`)")
       ->delimiter(',')
       ->allow_extra_args(false);  // one value a use: `--opt a,b work.json` leaves the file positional (tester44 F13)
   run->add_option("--held-out-batches", s->held_out_batches,

@@ -25,6 +25,8 @@
 #include "embedscope/engine/workload/scenario.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/analysis/compare.h"  // within_noise, step_time_test: the workbench's Figures verdict
+#include "embedscope/engine/workload/hash_warnings.h"
+#include "embedscope/engine/workload/state_precision.h"
 #include "embedscope/sessions/analysis/noise.h"
 #include "embedscope/sessions/analysis/stats.h"  // drain_steps_text
 #include "embedscope/sessions/model/units.h"
@@ -107,7 +109,38 @@ json figures_json(const es::ScenarioFigures& f) {
           {"peak_reserved_bytes", f.peak_reserved_bytes},
           {"final_loss", f.simulated || f.steps == 0 ? json(nullptr) : json(f.final_loss)},  // a simulated run does not train
           {"held_out_auc", f.held_out_auc ? json(*f.held_out_auc) : json(nullptr)},
-          {"held_out_auc_se", f.held_out_auc_se ? json(*f.held_out_auc_se) : json(nullptr)}};
+          {"held_out_auc_se", f.held_out_auc_se ? json(*f.held_out_auc_se) : json(nullptr)},
+          {"held_out_loss", f.held_out_loss ? json(*f.held_out_loss) : json(nullptr)},
+          {"table_weight_bytes", f.table_weight_bytes ? json(*f.table_weight_bytes) : json(nullptr)},
+          {"optimizer_state_bytes", f.optimizer_state_bytes ? json(*f.optimizer_state_bytes) : json(nullptr)},
+          {"max_relative_error", f.max_relative_error ? json(*f.max_relative_error) : json(nullptr)},
+          {"collisions_per_step", f.collisions_per_step ? json(*f.collisions_per_step) : json(nullptr)}};
+}
+
+// The run with the lowest held-out loss (the figure remedies are judged by: a lower training
+// loss or a higher AUC can hide a worse held-out loss); none when no run has one.
+std::optional<size_t> lowest_held_out_loss(const std::vector<ScenarioRow>& rows) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].figures || !rows[i].figures->held_out_loss) continue;
+    if (!best || *rows[i].figures->held_out_loss < *rows[*best].figures->held_out_loss) best = i;
+  }
+  return best;
+}
+
+// The held-out loss cell: "0.7221", "+15.2 %" of run 0's after it for the other runs, and " *"
+// on the lowest of the scenario's (when more than one run has one).
+std::string held_out_loss_cell(const std::vector<ScenarioRow>& rows, size_t i, std::optional<size_t> best) {
+  const es::ScenarioFigures& f = *rows[i].figures;
+  if (!f.held_out_loss) return "-";
+  std::string cell = fmt::format("{:.4f}", *f.held_out_loss);
+  const auto& first = rows[0].figures;
+  if (i > 0 && first && first->held_out_loss && *first->held_out_loss > 0)
+    cell += fmt::format(" {:+.1f}%", 100.0 * (*f.held_out_loss / *first->held_out_loss - 1.0));
+  int with = 0;
+  for (const auto& r : rows) with += r.figures && r.figures->held_out_loss ? 1 : 0;
+  if (best && *best == i && with > 1) cell += " *";
+  return cell;
 }
 
 // Run i's held-out AUC against run 0's with the noise of both (tester42 F5); none unless both
@@ -122,10 +155,10 @@ std::optional<sessions::AucDifference> auc_vs_first(const std::vector<ScenarioRo
 // The steps column: the measured steps, "C of N" where a pipeline's drain steps are left out of
 // the figures (tester52 F1: "6" read as the steps every figure covered).
 // A run's difference from run 0 in step time or exposed communication per step (ns), and whether
-// it is within the runs' step-to-step noise: step time by compare's within_noise (Welch's test of
-// the counted steps' times, the verdict the workbench's Figures page prints), exposed communication
-// by the same test (sessions::welch_t_test) of the counted steps' exposed communication, mean over
-// ranks. tested false where either run has fewer than kMinWelchSamples counted steps.
+// it is within the runs' step-to-step noise: step time by compare's within_noise (its batch-means
+// test of the counted steps' times, the verdict the workbench's Figures page prints), exposed
+// communication by the same test of the counted steps' exposed communication, mean over ranks.
+// tested false where either run has fewer than kMinWelchSamples counted steps.
 struct NoiseVerdict {
   double diff_ns = 0;
   bool tested = false;
@@ -146,17 +179,20 @@ std::vector<double> exposed_per_counted_step(const sessions::RunStats& st) {
   return out;
 }
 
-std::optional<sessions::WelchTest> welch_of(const std::vector<double>& a, const std::vector<double>& b) {
-  const auto mean_sd = [](const std::vector<double>& v) {
-    double m = 0, ss = 0;
-    for (double x : v) m += x;
-    m /= static_cast<double>(std::max<size_t>(v.size(), 1));
-    for (double x : v) ss += (x - m) * (x - m);
-    return std::pair{m, v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0};
+// The test compare gives step times (sessions::step_time_test: batch means of the series in step
+// order, so a drift is not read as independent steps), of another per-step series (ns); nullopt
+// with fewer than kMinWelchSamples values on either side.
+std::optional<sessions::WelchTest> batch_means_test(const std::vector<double>& a, const std::vector<double>& b) {
+  if (static_cast<int64_t>(a.size()) < sessions::kMinWelchSamples ||
+      static_cast<int64_t>(b.size()) < sessions::kMinWelchSamples)
+    return std::nullopt;
+  const auto as_ns = [](const std::vector<double>& v) {
+    std::vector<int64_t> out;
+    for (double x : v) out.push_back(static_cast<int64_t>(std::llround(x)));
+    return out;
   };
-  const auto [ma, sa] = mean_sd(a);
-  const auto [mb, sb] = mean_sd(b);
-  return sessions::welch_t_test(ma, sa, static_cast<int64_t>(a.size()), mb, sb, static_cast<int64_t>(b.size()));
+  const auto ba = *sessions::batch_means(as_ns(a)), bb = *sessions::batch_means(as_ns(b));
+  return sessions::two_means_test(ba.mean, ba.se * ba.se, ba.df, bb.mean, bb.se * bb.se, bb.df);
 }
 
 std::optional<NoiseVerdict> step_vs_first(const std::vector<ScenarioRow>& rows, size_t i) {
@@ -177,7 +213,7 @@ std::optional<NoiseVerdict> exposed_vs_first(const std::vector<ScenarioRow>& row
   if (rows[0].figures->steps == 0 || rows[i].figures->steps == 0) return std::nullopt;
   NoiseVerdict v;
   v.diff_ns = rows[i].figures->exposed_comm_per_step_ns - rows[0].figures->exposed_comm_per_step_ns;
-  const auto t = welch_of(exposed_per_counted_step(*rows[0].stats), exposed_per_counted_step(*rows[i].stats));
+  const auto t = batch_means_test(exposed_per_counted_step(*rows[0].stats), exposed_per_counted_step(*rows[i].stats));
   v.tested = t.has_value();
   v.within_noise = t && !t->differs;
   return v;
@@ -208,9 +244,10 @@ std::string all_drain_warning(size_t i, const es::ScenarioRun& run, const Scenar
 }
 
 // The run's figures, its label last (labels are long: "vocab_parallel + sequence_parallel (...)").
-std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& row,
+std::string row_text(size_t i, const es::ScenarioRun& run, const std::vector<ScenarioRow>& rows,
                      const std::optional<sessions::AucDifference>& vs_first, const std::optional<NoiseVerdict>& step_vs,
                      const std::optional<NoiseVerdict>& exposed_vs) {
+  const ScenarioRow& row = rows[i];
   if (!row.figures) return fmt::format("{:<2} {:<9} {}: {}\n", i, "-", run.label, row.error);
   const es::ScenarioFigures& f = *row.figures;
   const std::string wire = f.tokens_per_sample > 0 ? fmt::format("{:.1f}/token", f.bytes_per_token)
@@ -219,13 +256,13 @@ std::string row_text(size_t i, const es::ScenarioRun& run, const ScenarioRow& ro
   const std::string vs = vs_first ? sessions::auc_difference_cell(*vs_first) : "-";
   // a simulated run does not train: its loss is no figure (tester61a F14), as its AUC
   const bool trained = measured && !f.simulated;
-  return fmt::format("{:<2} {:<9} {:>7} {:>12} {:>17} {:>12} {:>17} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n", i,
+  return fmt::format("{:<2} {:<9} {:>7} {:>12} {:>17} {:>12} {:>17} {:>6.1f}% {:>6.1f}% {:>17} {:>11} {:>11} {:>9} {:>17} {:>7} {:>6} {:>13}  {}\n", i,
                      f.ended, steps_cell(f), measured ? ms(f.step_mean_ns) : "-", verdict_cell(step_vs),
                      measured ? ms(f.exposed_comm_per_step_ns) : "-", verdict_cell(exposed_vs),
                      100 * f.comm_share, 100 * f.embedding_comm_share, measured ? wire : "-",
                      format_bytes(f.peak_allocated_bytes), format_bytes(f.peak_reserved_bytes),
                      trained ? fmt::format("{:.5f}", f.final_loss) : "-",
-                     f.held_out_auc ? fmt::format("{:.4f}", *f.held_out_auc) : "-",
+                     held_out_loss_cell(rows, i, lowest_held_out_loss(rows)), f.held_out_auc ? fmt::format("{:.4f}", *f.held_out_auc) : "-",
                      f.held_out_auc_se ? fmt::format("{:.4f}", *f.held_out_auc_se) : "-", vs, run.label);
 }
 
@@ -286,6 +323,11 @@ int cmd_scenario(const ScenarioState& s) {
     }
     fmt::print(stderr, "run {}/{}: {} ({}, {} steps on {} ranks) -> {}\n", i + 1, sc.runs.size(), run.label, run_kind(run),
                run.steps(), run.world_size(), paths[i]);
+    if (!run.lm) {  // as `run` warns before it starts (workload_args.cpp): fp16 state, hash_size = rows
+      std::vector<std::string> warnings = es::state_precision_warnings(run.spec);
+      for (std::string& w : es::hash_size_warnings(run.spec)) warnings.push_back(std::move(w));
+      for (const std::string& w : warnings) fmt::print(stderr, "  warning: {}\n", w);
+    }
     es::ScenarioRunOptions opt;
     opt.session_path = paths[i];
     opt.overwrite = s.overwrite;
@@ -350,6 +392,11 @@ int cmd_scenario(const ScenarioState& s) {
         w.erase(w.find_last_not_of('\n') + 1);
         r["warning"] = w.substr(w.find("warning: ") + 9);
       }
+      if (rows[i].figures && rows[i].figures->held_out_loss) {  // the figure remedies are judged by
+        r["lowest_held_out_loss"] = lowest_held_out_loss(rows) == i;
+        if (i > 0 && rows[0].figures && rows[0].figures->held_out_loss && *rows[0].figures->held_out_loss > 0)
+          r["held_out_loss_vs_run_0"] = *rows[i].figures->held_out_loss / *rows[0].figures->held_out_loss - 1.0;
+      }
       if (const auto d = auc_vs_first(rows, i))  // tester42 F5: the difference with its noise
         r["held_out_auc_vs_run_0"] = {{"difference", d->diff}, {"se", d->se}, {"within_noise", d->within_noise}};
       if (const auto v = step_vs_first(rows, i)) r["step_time_mean_vs_run_0"] = verdict_json(*v);
@@ -364,24 +411,27 @@ int cmd_scenario(const ScenarioState& s) {
     return exit_code;
   }
   std::cout << fmt::format("scenario {}: {}\n\n", sc.id, sc.title);
-  std::cout << fmt::format("{:<2} {:<9} {:>7} {:>12} {:>17} {:>12} {:>17} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>7} {:>6} {:>13}  {}\n",
+  std::cout << fmt::format("{:<2} {:<9} {:>7} {:>12} {:>17} {:>12} {:>17} {:>7} {:>7} {:>17} {:>11} {:>11} {:>9} {:>17} {:>7} {:>6} {:>13}  {}\n",
                            "N", "ended", "steps", "step mean", "vs 0", "exposed/step", "vs 0", "comm", "emb", "bytes on the wire",
-                           "peak alloc", "peak resv", "loss", "AUC", "SE", "AUC vs 0", "run (session ID-N.db)");
+                           "peak alloc", "peak resv", "loss", "held-out loss", "AUC", "SE", "AUC vs 0", "run (session ID-N.db)");
   for (size_t i = 0; i < sc.runs.size(); ++i)
-    std::cout << row_text(i, sc.runs[i], rows[i], auc_vs_first(rows, i), step_vs_first(rows, i), exposed_vs_first(rows, i));
+    std::cout << row_text(i, sc.runs[i], rows, auc_vs_first(rows, i), step_vs_first(rows, i), exposed_vs_first(rows, i));
   for (size_t i = 0; i < sc.runs.size(); ++i) std::cout << all_drain_warning(i, sc.runs[i], rows[i]);
   std::cout << "\nsteps: the measured steps, 'C of N' where a pipeline's last drain steps are left out of every figure "
                "but peak and loss, as in stats (C counted); step mean: the slowest rank's step time; exposed/step: "
                "exposed communication per rank and counted step, mean over ranks (as compare and stats give it per "
-               "step); vs 0: the difference from run 0's, 'noise' when Welch's t-test (95 %) of the counted steps' values "
-               "finds no difference (the step-to-step noise of the runs could make it; the workbench's Figures page "
+               "step); vs 0: the difference from run 0's, 'noise' when compare's test (95 %, batch means of the counted "
+               "steps' values in step order) finds no difference (the step-to-step noise of the runs could make it; the workbench's Figures page "
                "gives the same verdict for the step time), '?' where a run has fewer than 5 counted steps (no test); "
                "comm / emb: the share of the ranks' step time in collectives / in the embedding's own "
                "(thread-level on CPU ranks); bytes on the wire: every rank's bytes sent per sample, Embedscope's split "
                "checks included as stats counts them (per token for lm_embedding, the split checks left out there: "
                "Megatron runs none); peak: the "
-               "largest rank's allocated / reserved device memory; loss: the last measured step's ('-' for a simulated run, which does not train); AUC: the trained model's "
-               "ROC AUC on held-out generated batches (run --held-out-batches; '-' where a run was not evaluated); SE: its "
+               "largest rank's allocated / reserved device memory; loss: the last measured step's ('-' for a simulated "
+               "run, which does not train); held-out loss: the "
+               "trained model's mean BCE on held-out generated batches, change from run 0's, '*' the lowest (judge "
+               "remedies by it: a lower training loss or a higher AUC can hide a worse held-out loss); AUC: its "
+               "ROC AUC on the same batches (run --held-out-batches; '-' where a run was not evaluated); SE: its "
                "standard error from the held-out set's positives and negatives (Hanley & McNeil 1982); AUC vs 0: the "
                "difference from run 0's, 'noise' when within 2 x sqrt(SE^2 + SE0^2) (the held-out sample's chance)\n";
   std::cout << fmt::format("sessions: {}/{}-N.db (embedscope-ui --scenario {} --scenario-sessions {})\n", s.output, sc.id,

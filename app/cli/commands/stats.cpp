@@ -651,6 +651,10 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step, int64_
     std::cout << "\ntables in host memory (cache hit rate, rows and bytes moved per measured step):\n" << host;
   std::cout << hot_rows_text(session.meta(ss::meta::kTableStorageJson, "[]"), st.steps,
                              [&] { return ss::hot_row_replica_ids(session.load(), st.steps); });
+  if (const std::string none = hot_rows_none_text(session.meta(ss::meta::kWorkloadJson, ""),
+                                                  session.meta(ss::meta::kTableStorageJson, "[]"), st.world_size);
+      !none.empty())
+    std::cout << "\n" << none;
   if (!st.has_memory) {  // a trace: no allocator counters (0 B would read as measured; tester37 D8)
     std::cout << (imported ? "\nmemory       none recorded (a trace has no allocator counters; a PyTorch memory snapshot does)\n"
                            : "\nmemory       none recorded (the run ended before its first memory counters)\n");

@@ -138,4 +138,30 @@ json kernel_breakdown_json(const ss::KernelBreakdown& b, const ss::SessionReader
   return j;
 }
 
+std::string hot_rows_none_text(const std::string& workload_json, const std::string& table_storage_json, int64_t world) {
+  const nlohmann::json w = nlohmann::json::parse(workload_json, nullptr, false);
+  const nlohmann::json storage = nlohmann::json::parse(table_storage_json, nullptr, false);
+  if (!w.is_object() || !w.contains("sharding") || !w["sharding"].is_object() || !w["sharding"].contains("tables") ||
+      !w["sharding"]["tables"].is_object() || !w.contains("tables") || !w["tables"].is_array())
+    return "";
+  std::string out;
+  for (const auto& [name, ts] : w["sharding"]["tables"].items()) {
+    if (!ts.is_object() || !ts.contains("hot_rows") || !ts["hot_rows"].is_object()) continue;
+    const nlohmann::json& hr = ts["hot_rows"];
+    if (!hr.value("auto", false) || !hr.contains("sample_steps") || !hr["sample_steps"].is_number_integer()) continue;
+    int64_t chosen = 0, dim = 0;
+    if (storage.is_array())
+      for (const auto& t : storage)
+        if (t.is_object() && t.value("table", "") == name) chosen = t.value("hot_rows", int64_t{0});
+    for (const auto& t : w["tables"])
+      if (t.is_object() && t.value("name", "") == name) dim = t.value("embedding_dim", int64_t{0});
+    if (chosen > 0 || dim <= 0) continue;
+    const int64_t n = hr["sample_steps"].get<int64_t>();
+    out += fmt::format("hot rows     {}: none chosen (no row had more than W x (dim + 1) = {} x {} = {} ids a step in "
+                       "the first {} iteration{}; every row of the table stays sharded)\n",
+                       name, world, dim + 1, world * (dim + 1), n, n == 1 ? "" : "s");
+  }
+  return out;
+}
+
 }  // namespace embedscope::cli

@@ -15,6 +15,13 @@
 
 namespace embedscope::cli {
 
+/// A line per table whose workload asked for hot rows automatically (workload_json's
+/// sharding.tables.NAME.hot_rows {"auto": true, "sample_steps": N}) where none was chosen
+/// (table_storage_json's hot_rows 0 or absent): "hot rows     t0: none chosen (no row had more than
+/// W x (dim + 1) = 4 x 17 = 68 ids a step in the first 2 iterations; the rows of the table are
+/// all sharded)". "" otherwise, and for unreadable or older metadata. `world`: the run's ranks.
+std::string hot_rows_none_text(const std::string& workload_json, const std::string& table_storage_json, int64_t world);
+
 /// `stats --top`'s default: rows of the critical path and of the kernel breakdown shown.
 constexpr int64_t kStatsTopRows = 10;
 

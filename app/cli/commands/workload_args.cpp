@@ -15,6 +15,7 @@
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/rebalance/policy_reach.h"
 #include "embedscope/engine/workload/state_precision.h"
+#include "embedscope/engine/workload/hash_warnings.h"
 #include "embedscope/engine/sharding/sharding.h"  // segment_shortfall
 #include "embedscope/engine/workload/presets.h"
 
@@ -403,6 +404,8 @@ es::WorkloadSpec load(WorkloadArgs& a) {
       fmt::print(stderr, "warning: {}: {}\n", a.origin, never);
     // fp16 optimizer state that underflows: valid, but it costs accuracy (workload/state_precision.h)
     for (const std::string& w : es::state_precision_warnings(spec)) fmt::print(stderr, "warning: {}: {}\n", a.origin, w);
+    // hash_size = num_embeddings: valid, but it saves nothing and adds collisions (workload/hash_warnings.h)
+    for (const std::string& w : es::hash_size_warnings(spec)) fmt::print(stderr, "warning: {}: {}\n", a.origin, w);
     // auto becomes cpu or cuda here, so that plan and run say which; cuda without GPUs is refused
     a.requested_backend = spec.devices.backend;
     if (a.resolve_backend)

@@ -79,10 +79,15 @@ TEST(ScenarioCli, RunsEveryRunIntoTheFolderAndComparesThem) {
     EXPECT_LE(f.at("embedding_comm_share").get<double>(), f.at("comm_share").get<double>());
     // held-out AUC: the DLRM run's own (its session's held_out_json), none for lm_embedding
     const json held = json::parse(s.meta("held_out_json", "{}"));
-    if (i < 2)
+    if (i < 2) {
       EXPECT_TRUE(f.at("held_out_auc").is_null()) << f.dump();
-    else
+      EXPECT_TRUE(f.at("held_out_loss").is_null()) << f.dump();
+    } else {
       EXPECT_EQ(f.at("held_out_auc"), held.at("auc")) << held.dump();
+      // the held-out loss beside it (the figure remedies are judged by), the lowest of the runs
+      EXPECT_EQ(f.at("held_out_loss"), held.at("loss")) << held.dump();
+      EXPECT_EQ(run.at("lowest_held_out_loss"), true);
+    }
   }
   // lm_scenario_test's hand-computed bytes (bf16 activations): vocab_parallel sends 1,056 B a rank
   // a step, 4 ranks over the group's 16 tokens; sequence_parallel 2,304 B a rank, of which its two
@@ -137,7 +142,10 @@ TEST(ScenarioCli, RunsEveryRunIntoTheFolderAndComparesThem) {
     const embedscope::sessions::SessionReader s((dir / "tiny_llm-2.db").string());
     const double auc = json::parse(s.meta("held_out_json")).at("auc").get<double>();
     // then the AUC's standard error, and no difference from run 0 (an LM run: no AUC) (tester42 F5)
-    const std::string dlrm_cells = fmt::format("{:.5f} {:>7.4f} {:>6.4f} {:>13}  dlrm", s.steps().back().loss, auc,
+    const double held_loss = json::parse(s.meta("held_out_json")).at("loss").get<double>();
+    // the held-out loss's column before the AUC: the only run with one, so no change and no '*'
+    const std::string dlrm_cells = fmt::format("{:.5f} {:>17} {:>7.4f} {:>6.4f} {:>13}  dlrm", s.steps().back().loss,
+                                               fmt::format("{:.4f}", held_loss), auc,
                                                embedscope::sessions::held_out_auc_se(s).value(), "-");
     EXPECT_NE(r.out.find(dlrm_cells), std::string::npos) << dlrm_cells << "\n" << r.out;
     EXPECT_NE(r.out.find("-  vp"), std::string::npos) << r.out;

@@ -121,7 +121,8 @@ TEST(MemoryRefusal, SaysWhatToTry) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("\n  to try: `plan --auto` (a plan that fits, if one does; with --allow-storage "
-                       "fp16,int8,host_cached it may also store the largest tables smaller or in host memory), row_wise "
+                       "fp16,bf16_state,int8,host_cached it may also store the largest tables or their optimizer state "
+                       "smaller, or the tables in host memory), row_wise "
                        "or column_wise for the largest table (\"big\", 24.4 MiB), more devices (--devices), or a larger "
                        "devices.memory_bytes"),
             std::string::npos)

@@ -296,6 +296,33 @@ TEST(HotRowsAuto, ChosenFromTheFirstStepsIdsWithTheByteCostThreshold) {
   EXPECT_EQ(run.table_storage[1].hot_rows, 0);
 }
 
+// No row over the threshold (every row of t0 twice a rank: 4 ids a step over both ranks, not
+// more than W x (dim + 1) = 14): none chosen, and the resolved spec (the session's workload)
+// keeps the request rather than dropping the key.
+TEST(HotRowsAuto, NoneChosenKeepsTheRequest) {
+  WorkloadSpec s = parity_spec(ShardingType::row_wise, 2, Pooling::mean, OptimizerType::rowwise_adagrad);
+  s.sharding.per_table["t0"] = {ShardingType::row_wise, {}, -1, {}, 1};
+  BatchGenerator gen(s);
+  auto source = [&](int64_t it, int rank) -> std::optional<Batch> {
+    Batch b = gen.make(it, rank);
+    const int64_t B = b.kjt.batch_size;
+    int64_t f0_ids = 0;
+    for (int64_t k = 0; k < B; ++k) f0_ids += b.kjt.lengths[static_cast<size_t>(k)];
+    std::vector<int64_t> values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    values.insert(values.end(), b.kjt.values.begin() + f0_ids, b.kjt.values.end());
+    b.kjt.values = std::move(values);
+    for (int64_t k = 0; k < B; ++k) b.kjt.lengths[static_cast<size_t>(k)] = 4;
+    return b;
+  };
+  const WorkloadSpec resolved = rebalance::resolve_hot_rows(s, plan_sharding(s), source);
+  EXPECT_TRUE(resolved.sharding.per_table.at("t0").hot_rows.empty());
+  EXPECT_EQ(resolved.sharding.per_table.at("t0").hot_rows_sample_steps, 1);
+  EXPECT_EQ(to_json(resolved)["sharding"]["tables"]["t0"]["hot_rows"],
+            (nlohmann::json{{"auto", true}, {"sample_steps", 1}}));
+  const RunResult run = check_parity(s, source);
+  EXPECT_EQ(run.table_storage[0].hot_rows, 0);
+}
+
 TEST(HotRowsAuto, JsonFormAndItsErrors) {
   const nlohmann::json base = to_json(parity_spec(ShardingType::row_wise, 2, Pooling::sum, OptimizerType::sgd));
   nlohmann::json j = base;

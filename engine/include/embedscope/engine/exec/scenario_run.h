@@ -101,6 +101,18 @@ struct ScenarioFigures {
   /// Its standard error from the held-out set's positives and negatives (Hanley & McNeil 1982,
   /// sessions/analysis/noise.h held_out_auc_se); none without held_out_auc.
   std::optional<double> held_out_auc_se;
+  /// The mean BCE of the trained model on the same held-out batches (metadata held_out_json
+  /// "loss", nats; sessions/analysis/model_quality.h); none when the run was not evaluated. The
+  /// figure remedies are judged by: a lower training loss can hide a worse held-out one.
+  std::optional<double> held_out_loss;
+  /// Every table's weights and optimizer state summed over ranks (table_storage_json; none in
+  /// sessions without it), bytes.
+  std::optional<int64_t> table_weight_bytes, optimizer_state_bytes;
+  /// The largest relative error of a reduced-precision table's stored rows; none for fp32 tables
+  /// or a simulated run.
+  std::optional<double> max_relative_error;
+  /// Hash collisions a measured step summed over the hashed tables; none without hashing.
+  std::optional<double> collisions_per_step;
 };
 
 /// The figures of `session`, a session of `run`. A session without measured steps has zero

@@ -11,8 +11,9 @@
 // applies before it validates the plan: the run is exactly the plan that was printed).
 //
 // Search (plan_search_with_storage): first the workload as written (plan_search). When that
-// throws NoPlanFits, each allowed option in the order of its accuracy cost (fp16 rows, int8 rows,
-// then host_cached placement, whose training is exact but whose misses cost host-link time):
+// throws NoPlanFits, each allowed option in the order of its accuracy cost (fp16 rows, bf16
+// optimizer state, int8 rows, then host_cached placement, whose training is exact but whose
+// misses cost host-link time):
 //  1. the eligible tables (below) ordered by their device bytes as written (weights + optimizer
 //     state of the whole table), largest first; ties: spec order;
 //  2. all of them with the option: no plan fits -> the next option (host_cached: at each
@@ -22,8 +23,9 @@
 //     kStorageHeadroom of the device free (the search would otherwise stop at the limit).
 // The result is the search's best plan for the changed workload. Options are not combined (an
 // option on some tables, another on others); a table changes at most once.
-// Eligible: placement device, no low_rank_dim, and fp16: data_type fp32; int8: data_type fp32,
-// fp16 or bf16; host_cached: data_type and optimizer_state_type fp32, no live rebalancing. A
+// Eligible: placement device, no low_rank_dim, and fp16: data_type fp32; bf16_state: an
+// optimizer with state (not sgd) and optimizer_state_type fp32; int8: data_type fp32, fp16 or
+// bf16; host_cached: data_type and optimizer_state_type fp32, no live rebalancing. A
 // changed workload that validate() refuses (e.g. host bytes beyond devices.host_memory_bytes) is
 // treated as not fitting.
 // Cost: 1 + (options tried) + ceil(log2 tables) + 1 plan_search calls at most (host_cached: up to
@@ -40,8 +42,14 @@
 
 namespace embedscope::engine {
 
-/// A storage change the planner may make to a table (the --allow-storage values).
-enum class StorageOption { fp16, int8, host_cached };
+/// A storage change the planner may make to a table (the --allow-storage values): its rows in
+/// fp16, its optimizer state in bf16 (bf16_state: Adam's two moments or rowwise_adagrad's one
+/// value a row take half the bytes; the weights stay as written), its rows in int8, or the
+/// table in host memory behind a device cache. In the order of their accuracy cost.
+enum class StorageOption { fp16, bf16_state, int8, host_cached };
+/// Every option, in that order.
+inline constexpr StorageOption kStorageOptions[] = {StorageOption::fp16, StorageOption::bf16_state, StorageOption::int8,
+                                                    StorageOption::host_cached};
 
 /// The cache_load_factors the host_cached option tries, largest first (0.2 is FBGEMM's default).
 inline constexpr double kHostCacheLoadFactors[] = {0.2, 0.1, 0.05, 0.02, 0.01};
@@ -54,12 +62,12 @@ inline constexpr double kHostCacheLoadFactors[] = {0.2, 0.1, 0.05, 0.02, 0.01};
 /// models the allocator, so 5 % covers its measured error with room to spare.
 inline constexpr double kStorageHeadroom = 0.05;
 
-/// "fp16", "int8", "host_cached".
+/// "fp16", "bf16_state", "int8", "host_cached".
 const char* to_string(StorageOption o);
 
 /// Parses --allow-storage values (any order, repeats ignored) into the order of accuracy cost
-/// (fp16, int8, host_cached). Throws SpecError "--allow-storage: unknown option 'x' (expected
-/// fp16, int8, host_cached)".
+/// (fp16, bf16_state, int8, host_cached). Throws SpecError "--allow-storage: unknown option 'x'
+/// (expected fp16, bf16_state, int8, host_cached)".
 std::vector<StorageOption> storage_options_from_strings(const std::vector<std::string>& values);
 
 /// Bytes of one table over all its shards (every data_parallel replica counted), as
@@ -78,6 +86,7 @@ struct StorageChange {
   StorageOption option = StorageOption::fp16;
   TableDataType data_type_before = TableDataType::fp32, data_type_after = TableDataType::fp32;
   TablePlacement placement_before = TablePlacement::device, placement_after = TablePlacement::device;
+  OptimizerStateType state_before = OptimizerStateType::fp32, state_after = OptimizerStateType::fp32;  ///< bf16_state
   double cache_load_factor = 0;  ///< host_cached: the load factor chosen; else 0
   TableBytes before, after;      ///< under the plan found (its shards), bytes
 };
@@ -94,13 +103,16 @@ struct StoragePlanResult {
 };
 
 /// The search of the file's header: plan_search of `spec`, then, when nothing fits, the allowed
-/// options (in the order fp16, int8, host_cached, whatever the order of `allowed`). Throws what plan_search throws for bad input; when no plan fits even with the allowed
-/// options, NoPlanFits of the workload as written whose message adds storage_suggestions (with
-/// `allowed` empty: every option, so that the refusal says what each would take).
+/// options (in the order of kStorageOptions, whatever the order of `allowed`). Throws what
+/// plan_search throws for bad input; when no plan fits even with the allowed options, NoPlanFits
+/// of the workload as written (its "to try: `plan --auto` ..." line, advice to run what was just
+/// run, replaced by "more devices or a larger devices.memory_bytes") whose message adds the
+/// allowed options' outcomes and storage_suggestions of the options not allowed (all of them
+/// with `allowed` empty), so that the refusal says what each would take.
 StoragePlanResult plan_search_with_storage(const WorkloadSpec& spec, const HardwareProfile& hw,
                                            const PlanSearchOptions& options, const std::vector<StorageOption>& allowed);
 
-/// The lines a refusal adds: for each option (all three when `allowed` is empty, else the
+/// The lines a refusal adds: for each option (all four when `allowed` is empty, else the
 /// allowed ones), exactly what `--allow-storage OPTION` alone would give (the same search as
 /// plan_search_with_storage, kStorageHeadroom included): the tables it changes (the k largest of
 /// the eligible ones; host_cached: at the first load factor that fits), their device bytes as
@@ -116,7 +128,8 @@ std::string storage_suggestions(const WorkloadSpec& spec, const HardwareProfile&
                                 const std::vector<StorageOption>& allowed);
 
 /// `plan --auto --json`'s "storage_changes": [{"table", "option", "data_type", "placement",
-/// "cache_load_factor" (host_cached), "before": {"data_type", "placement", "weights_bytes",
+/// "cache_load_factor" (host_cached), "optimizer_state_type" (bf16_state; then in both sides
+/// too), "before": {"data_type", "placement", "weights_bytes",
 /// "optimizer_state_bytes", "cache_bytes", "host_bytes"}, "after": {the same}}, ...], plus
 /// "storage_reason" (StoragePlanResult::why) and "storage_searches" (plan_search calls). Empty
 /// object when nothing changed.

@@ -73,8 +73,10 @@ std::vector<HotRowAdvice> choose_hot_rows(const WorkloadSpec& spec, const Shardi
 /// optional falls back to the spec's source), else make_batch_source(spec) - after the
 /// invalid_ids policy and hashing, exactly what the run will train on, are counted per row, and
 /// choose_hot_rows(spec, plan, counts, N) picks the rows (more than W x (dim + 1) ids a step).
-/// Those tables get hot_rows = the chosen rows (possibly none) and hot_rows_sample_steps = 0, so
-/// the returned spec (and the session's workload) lists the rows. A spec without automatic tables
+/// Those tables get hot_rows = the chosen rows and hot_rows_sample_steps = 0, so the returned
+/// spec (and the session's workload) lists the rows; a table where none is chosen keeps
+/// hot_rows empty and its hot_rows_sample_steps (the session's workload keeps {"auto": true,
+/// "sample_steps": N}, and `stats` says no row met the threshold). A spec without automatic tables
 /// is returned unchanged, without reading any batch. Memory: one counter per distinct row of the
 /// automatic tables. Throws what the source and apply_invalid_id_policy throw (bad files, invalid
 /// ids under the error policy) and what choose_hot_rows throws.
