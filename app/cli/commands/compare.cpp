@@ -19,6 +19,7 @@
 #include "embedscope/sessions/analysis/gpu_run.h"
 #include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/analysis/memory_analysis.h"  // recorded_oom_text
+#include "embedscope/sessions/analysis/model_quality.h"   // held-out loss, table and state bytes
 #include "embedscope/sessions/analysis/stats.h"  // drain_steps_text
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"  // format_bytes
@@ -237,6 +238,7 @@ int cmd_compare(const CompareState& st) {
                                   {"step_time_verdict", ss::step_verdict_key(verdict)},
                                   {"step_time_text", ss::step_time_test_text(cs[0], cs[i], labels[0], labels[i])}});
     }
+    j["model_quality"] = ss::model_quality_block(reader_ptrs, labels).json;
     std::cout << dump(j) << "\n";
     return 0;
   }
@@ -282,6 +284,8 @@ int cmd_compare(const CompareState& st) {
   if (table.find(", within noise") != std::string::npos)  // the legend of that mark, only where a cell has it
     std::cout << "(within noise: the same configuration as the baseline, or a difference of the mean step time that the "
                  "steps' batch-means test (95 %) or the measured run-to-run noise cannot tell from chance)\n";
+  // the model's figures a smaller table trades (held-out loss first: a remedy is judged by it)
+  if (const std::string mq = ss::model_quality_block(reader_ptrs, labels).text; !mq.empty()) std::cout << "\n" << mq;
   // per rank: what the exposed-communication chart of the Compare view draws, and each rank's peaks
   std::cout << fmt::format("\n{:<8} {:<5} {:>13} {:>18} {:>9} {:>16} {:>16}\n", "session", "rank", "exposed comm",
                            "host exposed comm", "GPU busy", "peak allocated", "peak reserved");
