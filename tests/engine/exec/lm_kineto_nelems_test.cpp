@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -51,8 +52,9 @@ std::map<int, std::multiset<std::tuple<std::string, int64_t, int64_t, std::strin
     const json j = json::parse(text.str());
     for (const json& e : j.at("traceEvents"))
       if (e.value("name", "") == "record_param_comms" && e.contains("args") && e["args"].contains("In msg nelems"))
-        out[rank].insert({e["args"]["Collective name"], e["args"]["In msg nelems"], e["args"]["Out msg nelems"],
-                          e["args"]["dtype"]});
+        out[rank].insert(std::make_tuple(e["args"]["Collective name"].get<std::string>(),
+                                         e["args"]["In msg nelems"].get<int64_t>(),
+                                         e["args"]["Out msg nelems"].get<int64_t>(), e["args"]["dtype"].get<std::string>()));
   }
   return out;
 }
