@@ -7,7 +7,7 @@ build=${1:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBEDSCOPE_BUILD_BENCH=ON -DEMBEDSCOPE_BUILD_TESTS=OFF
 targets=(bench_kernels bench_sessions bench_allocator bench_planner bench_pipelines bench_simulate bench_input)
 if grep -q "EMBEDSCOPE_BUILD_UI:BOOL=ON" "$build/CMakeCache.txt"; then targets+=(bench_ui_paint); fi
-targets+=(bench_memory_view bench_import bench_merge bench_launch)
+targets+=(bench_memory_view bench_import bench_merge bench_launch bench_lm_study)
 cmake --build "$build" -j2 --target "${targets[@]}"
 "$build/bench/bench_kernels"
 "$build/bench/bench_sessions"
@@ -16,6 +16,8 @@ cmake --build "$build" -j2 --target "${targets[@]}"
 "$build/bench/bench_planner"
 # criteo_kaggle, 4 ranks, 1 GB/s links: base / sparse_dist / semi_sync x fp32 / bf16, ratios to base
 "$build/bench/bench_pipelines"
+# the LM memory estimate of row_wise on 64 / 256 ranks: one token draw for all ranks vs a replay per rank
+"$build/bench/bench_lm_study"
 # criteo_kaggle row-wise on 1,024 simulated H100s, 10 steps: ratio_to_5s_goal below 1 meets the goal
 "$build/bench/bench_simulate"
 # the Criteo reader (parse + batch + bucketize) vs a plain line scan of a generated 16 MB file

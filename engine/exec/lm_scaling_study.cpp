@@ -29,7 +29,11 @@ std::string point_name(LmSharding type, bool sp) {
 }  // namespace
 
 std::string lm_gpu_memory_refusal(const LmWorkloadSpec& spec, int64_t device_bytes, const std::string& device_name) {
-  const auto est = estimate_lm_memory(spec);
+  return lm_gpu_memory_refusal(estimate_lm_memory(spec), device_bytes, device_name, spec.sharding);
+}
+
+std::string lm_gpu_memory_refusal(const std::vector<LmMemoryEstimate>& est, int64_t device_bytes,
+                                  const std::string& device_name, LmSharding sharding) {
   if (est.empty() || device_bytes <= 0) return "";
   const auto worst = std::max_element(est.begin(), est.end(), [](const LmMemoryEstimate& a, const LmMemoryEstimate& b) {
     return a.peak_allocated_bytes < b.peak_allocated_bytes;
@@ -45,7 +49,7 @@ std::string lm_gpu_memory_refusal(const LmWorkloadSpec& spec, int64_t device_byt
   for (const auto& [name, bytes] : terms)
     if (bytes > 0) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", name, sessions::format_bytes(bytes));
   const std::string help =
-      spec.sharding == LmSharding::data_parallel
+      sharding == LmSharding::data_parallel
           ? "data_parallel keeps the whole table and the full-vocabulary logits on every GPU, so more GPUs do not help; "
             "vocab_parallel or row_wise split them, or use a smaller micro batch"
           : "more GPUs split the table, its gradient and the logits (1/p), or use a smaller micro batch";
@@ -80,6 +84,7 @@ std::vector<LmScalingPoint> run_lm_scaling_study(const LmWorkloadSpec& base, con
     p.sharding = type;
     p.sequence_parallel = type == LmSharding::vocab_parallel && o.sequence_parallel;
     p.gpus = gpus;
+    p.device_memory_bytes = hw.gpu.memory_bytes;
     const int gpn = std::min(gpus, per_node);  // plan's and simulate_lm's node shape
     p.nodes = (gpus + gpn - 1) / gpn;
     if (!write_failed_at.empty() || (o.cancel && o.cancel->load())) {
@@ -93,7 +98,9 @@ std::vector<LmScalingPoint> run_lm_scaling_study(const LmWorkloadSpec& base, con
     spec.sequence_parallel = p.sequence_parallel;
     try {
       validate(spec, fmt::format("{} at {} GPUs", point_name(type, p.sequence_parallel), gpus));
-      if (std::string why = lm_gpu_memory_refusal(spec, hw.gpu.memory_bytes, hw.gpu.name); !why.empty()) {
+      const std::vector<LmMemoryEstimate> est = estimate_lm_memory(spec);
+      for (const LmMemoryEstimate& e : est) p.memory_bytes_per_gpu = std::max(p.memory_bytes_per_gpu, e.peak_allocated_bytes);
+      if (std::string why = lm_gpu_memory_refusal(est, hw.gpu.memory_bytes, hw.gpu.name, spec.sharding); !why.empty()) {
         p.error = std::move(why);
         return p;
       }
@@ -108,8 +115,6 @@ std::vector<LmScalingPoint> run_lm_scaling_study(const LmWorkloadSpec& base, con
       p.split_check_bytes_per_step = sim.split_check_bytes_all_ranks;
       p.wire_bytes_per_token =
           static_cast<double>(sim.bytes_sent_all_ranks) / static_cast<double>(std::max<int64_t>(1, p.tokens_per_step));
-      for (const LmMemoryEstimate& e : estimate_lm_memory(spec))
-        p.memory_bytes_per_gpu = std::max(p.memory_bytes_per_gpu, e.peak_allocated_bytes);
       if (!o.session_dir.empty()) {  // the session `run X --simulate P --devices N` writes
         p.session_path = session_of(type, gpus);
         LmSimulateOptions so;
@@ -179,6 +184,10 @@ nlohmann::json to_json(const LmScalingStudy& st) {
                       {"gpus_per_node", st.gpus_per_node},
                       {"sequence_length", st.sequence_length},
                       {"steps", st.steps},
+                      {"vocab_size", st.vocab_size},
+                      {"hidden_size", st.hidden_size},
+                      {"device_name", st.device_name},
+                      {"device_memory_bytes", st.device_memory_bytes},
                       {"points", nlohmann::json::array()}};
   if (const auto b = lm_scaling_baseline(st.points))
     j["efficiency_baseline"] = {{"sharding", to_string(b->sharding)}, {"gpus", b->gpus}, {"tokens_per_s_per_gpu", b->tokens_per_s_per_gpu}};
@@ -188,10 +197,12 @@ nlohmann::json to_json(const LmScalingStudy& st) {
     nlohmann::json q = {{"sharding", to_string(p.sharding)},
                         {"sequence_parallel", p.sequence_parallel},
                         {"gpus", p.gpus},
-                        {"nodes", p.nodes}};
+                        {"nodes", p.nodes},
+                        {"device_memory_bytes", p.device_memory_bytes}};
     if (!p.error.empty()) {
       q["error"] = p.error;
       if (p.write_failed) q["write_failed"] = true;
+      if (p.memory_bytes_per_gpu > 0) q["memory_bytes_per_gpu"] = p.memory_bytes_per_gpu;  // a memory refusal's need
     } else {
       q.update({{"step_time_ns", p.step_time_ns},
                 {"tokens_per_step", p.tokens_per_step},
@@ -283,6 +294,11 @@ LmScalingStudy lm_scaling_study_from_json(const nlohmann::json& j, const std::st
   st.micro_batch_size = top.integer("batch_size_per_gpu");
   st.sequence_length = top.integer("sequence_length");
   st.steps = top.integer("steps");
+  // recorded since the study said what it studied and on which device; older files lack them
+  if (top.has("vocab_size")) st.vocab_size = top.integer("vocab_size");
+  if (top.has("hidden_size")) st.hidden_size = top.integer("hidden_size");
+  if (top.has("device_name")) st.device_name = top.text("device_name");
+  if (top.has("device_memory_bytes")) st.device_memory_bytes = top.integer("device_memory_bytes");
   const auto& points = top.at("points");
   if (!points.is_array()) top.fail("points", "must be an array");
   for (size_t k = 0; k < points.size(); ++k) {
@@ -295,9 +311,11 @@ LmScalingStudy lm_scaling_study_from_json(const nlohmann::json& j, const std::st
       q.fail("gpus", fmt::format("must be in [1, {}], got {}", kMaxSimulatedRanks, gpus));
     p.gpus = static_cast<int>(gpus);
     p.nodes = static_cast<int>(q.integer("nodes"));
+    if (q.has("device_memory_bytes")) p.device_memory_bytes = q.integer("device_memory_bytes");
     if (q.has("error")) {
       p.error = q.text("error");
       p.write_failed = q.flag("write_failed");
+      if (q.has("memory_bytes_per_gpu")) p.memory_bytes_per_gpu = q.integer("memory_bytes_per_gpu");
     } else {
       p.step_time_ns = q.integer("step_time_ns");
       p.tokens_per_step = q.integer("tokens_per_step");

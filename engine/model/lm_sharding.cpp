@@ -27,9 +27,10 @@ using CMapM = Eigen::Map<const Mat>;
 
 // The read copy's rows [r0, r0 + n) as fp32 values into tile[0, n H): the conversion a bf16 /
 // fp16 GEMM makes as it loads a tile of its 2-byte operand. The projection's GEMMs go over the
-// copy kReadTileRows rows at a time, so the fp32 form of the copy never exists whole: the tile
-// is host scratch of at most kReadTileRows x H x 4 B (a GPU's registers / shared memory), not a
-// buffer of the rank's arena.
+// copy kReadTileRows rows at a time, so the fp32 form of the copy never exists whole: the tile,
+// min(rows, kReadTileRows) x H x 4 B (on a GPU, registers / shared memory), is a block of the
+// rank's arena under the tag "weights" while the GEMM runs (read_tile), so that the memory view
+// and the peaks count what the rank holds; lm_memory_replay takes it at the same place.
 constexpr int64_t kReadTileRows = 256;
 void decode_rows(const uint16_t* codes, int64_t r0, int64_t n, int64_t H, LmDataType t, float* tile) {
   const uint16_t* c = codes + r0 * H;
@@ -192,7 +193,7 @@ void LmRank::op_logits() {
   if (spec_.data_type == LmDataType::fp32) {
     logits.noalias() = Z * CMapM(o_master.data(), Vr, H).transpose();
   } else {
-    std::vector<float> tile(static_cast<size_t>(std::min(Vr, kReadTileRows) * H));
+    DeviceBuffer<float> tile = buffer("weights", static_cast<size_t>(std::min(Vr, kReadTileRows) * H));
     for (int64_t r0 = 0; r0 < Vr; r0 += kReadTileRows) {
       const int64_t n = std::min(kReadTileRows, Vr - r0);
       decode_rows(st.o_read.data(), r0, n, H, spec_.data_type, tile.data());
@@ -257,7 +258,7 @@ void LmRank::op_projection_backward() {
   if (spec_.data_type == LmDataType::fp32) {
     dZ.noalias() = logits * CMapM(o_master.data(), Vr, H);
   } else {  // the read copy, tile by tile as the logits read it
-    std::vector<float> tile(static_cast<size_t>(std::min(Vr, kReadTileRows) * H));
+    DeviceBuffer<float> tile = buffer("weights", static_cast<size_t>(std::min(Vr, kReadTileRows) * H));
     for (int64_t r0 = 0; r0 < Vr; r0 += kReadTileRows) {
       const int64_t nr = std::min(kReadTileRows, Vr - r0);
       decode_rows(st.o_read.data(), r0, nr, H, spec_.data_type, tile.data());

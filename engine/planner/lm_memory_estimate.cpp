@@ -17,48 +17,16 @@
 
 namespace embedscope::engine {
 
-std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& s) {
-  constexpr int64_t f32 = 4;
-  const int p = s.world_size;
-  const int64_t V = s.padded_vocab_size(), H = s.hidden_size, T = s.tokens_per_micro_batch(), L = s.body_layers;
-  const bool rw = s.sharding == LmSharding::row_wise;
-  const bool dp = s.sharding == LmSharding::data_parallel;
-  const int64_t Tl = s.sequence_parallel ? T / p : T;
-  const int64_t Tc = rw ? T * p : T;
-  std::vector<LmMemoryEstimate> out;
-  for (int r = 0; r < p; ++r) {
-    LmMemoryEstimate e;
-    e.rank = r;
-    e.rows = dp ? VocabRange{0, V} : vocab_range(V, p, r);
-    const int64_t rowb = e.rows.size() * H * f32;
-    e.table_bytes = rowb;
-    e.output_projection_bytes = s.tie_word_embeddings ? 0 : rowb;
-    e.read_copy_bytes = s.data_type == LmDataType::fp32 ? 0 : e.rows.size() * H * 2;  // 2-byte codes
-    e.gradient_bytes = e.table_bytes + e.output_projection_bytes;
-    e.body_bytes = L * (H * H + H) * f32 * 2;
-    // adam: two fp32 moments of every parameter (E, O, the body); sgd none
-    e.optimizer_state_bytes =
-        s.optimizer == LmOptimizer::adam ? 2 * (e.table_bytes + e.output_projection_bytes + e.body_bytes / 2) : 0;
-    e.logits_bytes = Tc * e.rows.size() * f32;
-    const int64_t lookup = rw ? 2 * T * H * f32 : T * H * f32;  // rows received + sent, or the partial sum
-    const int64_t gathered = (rw || s.sequence_parallel) ? Tc * H * f32 : 0;
-    e.activation_bytes = (2 * L + 1) * Tl * H * f32 + lookup + gathered + Tc * H * f32;
-    const LmReplayedMemory m = lm_memory_replay(s, r);
-    e.peak_allocated_bytes = m.peak_allocated;
-    e.peak_reserved_bytes = m.peak_reserved;
-    e.peak_requested_bytes = m.peak_requested;
-    out.push_back(e);
-  }
-  return out;
-}
-
 namespace {
 
 // One rank's buffers through the allocator replay, op by op as LmRank::run runs them
 // (model/lm_embedding.cpp, lm_sharding.cpp; the Step's members in model/lm_batch.h).
 class LmReplay {
  public:
-  LmReplay(const LmWorkloadSpec& s, int rank) : s_(s), me_(rank), mem_(AllocatorKind::caching, 0) {
+  /// `received`: row_wise, per replayed step, the ids of the step's global batch this rank owns
+  /// (lm_rw_ids_received); empty for the other types.
+  LmReplay(const LmWorkloadSpec& s, int rank, std::vector<int64_t> received)
+      : s_(s), me_(rank), mem_(AllocatorKind::caching, 0), received_(std::move(received)) {
     const int p = s.world_size;
     V_ = s.padded_vocab_size();
     H_ = s.hidden_size;
@@ -72,7 +40,7 @@ class LmReplay {
     parameters();
     const StepProgram prog = build_lm_step_program(s_, me_, 0);  // the same ops every step (lm_executor.cpp)
     for (int64_t st = 0; st < std::min<int64_t>(s_.steps, 8); ++st) {
-      const int64_t nrecv = rw_ ? ids_received(st) : 0;
+      const int64_t nrecv = rw_ ? received_.at(static_cast<size_t>(st)) : 0;
       for (const ProgramOp& op : prog.ops) step_op(op.name, nrecv);
       // end_step: the Step's buffers, the last declared first (lm_batch.h)
       for (Allocation* a : {&grad_rows_, &dzg_, &logits_, &o_read_, &zg_, &acts_, &part_}) give(*a);
@@ -125,17 +93,12 @@ class LmReplay {
       for (const int64_t b : {hh, hh, h, h}) keep(b);  // m, v of W; m, v of b
   }
   void keep(int64_t bytes) { params_.push_back(take(bytes)); }
-
-  // row_wise: the ids of step `st`'s global batch (every rank's B sequences, inputs [0, S)) whose
-  // rows this rank owns, as op_input / op_bucketize / op_input_dist count them
-  int64_t ids_received(int64_t st) const {
-    int64_t n = 0;
-    for (int64_t g = 0; g < s_.global_sequences_per_step(); ++g) {
-      const std::vector<int64_t> tok = lm_sequence_tokens(s_, st, g);
-      for (int64_t k = 0; k < s_.sequence_length; ++k)
-        if (vocab_owner(tok[static_cast<size_t>(k)], V_, s_.world_size) == me_) ++n;
-    }
-    return n;
+  // bf16 / fp16: the fp32 tile the projection's GEMMs convert the read copy into, min(rows, 256)
+  // x H floats, taken and given back within the op (model/lm_sharding.cpp kReadTileRows)
+  void read_tile() {
+    if (s_.data_type == LmDataType::fp32 || rows_ == 0) return;
+    Allocation tile = take(std::min<int64_t>(rows_, 256) * H_ * f32);
+    give(tile);
   }
 
   void step_op(const std::string& name, int64_t nrecv) {
@@ -157,8 +120,10 @@ class LmReplay {
     } else if (name == "output_projection/logits") {
       if (s_.data_type != LmDataType::fp32) assign(o_read_, rows_ * H_ * 2);  // bf16 / fp16 codes
       assign(logits_, Tc * rows_ * f32);
+      read_tile();
     } else if (name == "output_projection/backward") {
       assign(dzg_, Tc * H_ * f32);
+      read_tile();
     } else if (name == "loss/all_reduce" || name == "output_projection/grad_reduce_scatter" ||
                name == "output_projection/grad_all_reduce") {
       for (Allocation* a : {&dzg_, &logits_, &o_read_, &zg_}) give(*a);
@@ -185,16 +150,80 @@ class LmReplay {
   int64_t V_ = 0, H_ = 0, T_ = 0, Tl_ = 0, rows_ = 0;
   bool rw_ = false;
   std::vector<Allocation> params_;
+  std::vector<int64_t> received_;
   Allocation part_, acts_, zg_, o_read_, logits_, dzg_, grad_rows_;
   int64_t requested_ = 0, peak_requested_ = 0;
 };
 
+// the steps a replay goes over (later steps repeat the same buffers)
+int64_t replayed_steps(const LmWorkloadSpec& s) { return std::min<int64_t>(s.steps, 8); }
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> lm_rw_ids_received(const LmWorkloadSpec& s) {
+  std::vector<std::vector<int64_t>> out;
+  if (s.sharding != LmSharding::row_wise) return out;
+  const int64_t V = s.padded_vocab_size();
+  for (int64_t st = 0; st < replayed_steps(s); ++st) {
+    std::vector<int64_t>& n = out.emplace_back(static_cast<size_t>(s.world_size), 0);
+    for (int64_t g = 0; g < s.global_sequences_per_step(); ++g) {
+      const std::vector<int64_t> tok = lm_sequence_tokens(s, st, g);
+      for (int64_t k = 0; k < s.sequence_length; ++k) ++n[static_cast<size_t>(vocab_owner(tok[static_cast<size_t>(k)], V, s.world_size))];
+    }
+  }
+  return out;
+}
+
+namespace {
+std::vector<int64_t> rank_column(const std::vector<std::vector<int64_t>>& by_step, int rank) {
+  std::vector<int64_t> col;
+  for (const auto& step : by_step) col.push_back(step[static_cast<size_t>(rank)]);
+  return col;
+}
 }  // namespace
 
 LmReplayedMemory lm_memory_replay(const LmWorkloadSpec& spec, int rank) {
   if (rank < 0 || rank >= spec.world_size)
     throw std::out_of_range(fmt::format("lm_memory_replay: rank {} outside the {} ranks", rank, spec.world_size));
-  return LmReplay(spec, rank).run();
+  return LmReplay(spec, rank, rank_column(lm_rw_ids_received(spec), rank)).run();
+}
+
+std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& s) {
+  constexpr int64_t f32 = 4;
+  const int p = s.world_size;
+  const int64_t V = s.padded_vocab_size(), H = s.hidden_size, T = s.tokens_per_micro_batch(), L = s.body_layers;
+  const bool rw = s.sharding == LmSharding::row_wise;
+  const bool dp = s.sharding == LmSharding::data_parallel;
+  const int64_t Tl = s.sequence_parallel ? T / p : T;
+  const int64_t Tc = rw ? T * p : T;
+  std::vector<LmMemoryEstimate> out;
+  // row_wise: each step's tokens drawn once for every rank (p draws of the global batch made a
+  // 1,024-GPU point of the scaled Llama preset take minutes)
+  const std::vector<std::vector<int64_t>> received = lm_rw_ids_received(s);
+  for (int r = 0; r < p; ++r) {
+    LmMemoryEstimate e;
+    e.rank = r;
+    e.rows = dp ? VocabRange{0, V} : vocab_range(V, p, r);
+    const int64_t rowb = e.rows.size() * H * f32;
+    e.table_bytes = rowb;
+    e.output_projection_bytes = s.tie_word_embeddings ? 0 : rowb;
+    e.read_copy_bytes = s.data_type == LmDataType::fp32 ? 0 : e.rows.size() * H * 2;  // 2-byte codes
+    e.gradient_bytes = e.table_bytes + e.output_projection_bytes;
+    e.body_bytes = L * (H * H + H) * f32 * 2;
+    // adam: two fp32 moments of every parameter (E, O, the body); sgd none
+    e.optimizer_state_bytes =
+        s.optimizer == LmOptimizer::adam ? 2 * (e.table_bytes + e.output_projection_bytes + e.body_bytes / 2) : 0;
+    e.logits_bytes = Tc * e.rows.size() * f32;
+    const int64_t lookup = rw ? 2 * T * H * f32 : T * H * f32;  // rows received + sent, or the partial sum
+    const int64_t gathered = (rw || s.sequence_parallel) ? Tc * H * f32 : 0;
+    e.activation_bytes = (2 * L + 1) * Tl * H * f32 + lookup + gathered + Tc * H * f32;
+    const LmReplayedMemory m = LmReplay(s, r, rank_column(received, r)).run();
+    e.peak_allocated_bytes = m.peak_allocated;
+    e.peak_reserved_bytes = m.peak_reserved;
+    e.peak_requested_bytes = m.peak_requested;
+    out.push_back(e);
+  }
+  return out;
 }
 
 nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est) {

@@ -266,8 +266,11 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
                                    8, "int64"));
     w.comm(name, std::move(calls), "gather the hidden states of every rank's tokens for the projection");
   }
+  // the projection as the GEMMs read it: fp32, or the bf16 / fp16 read copy's 2-byte elements
+  // (model/lm_embedding.h lm_read_code); its fp32 gradient is written at 4 B
+  const int64_t ob = spec.data_type == LmDataType::fp32 ? f : 2;
   w.compute("output_projection/logits", OpCategory::dense, "this rank's slice of the logits [Tc x rows] and its row max",
-            0, 2 * Tc * R * H, (Tc * H + R * H + Tc * R) * f);
+            0, 2 * Tc * R * H, (Tc * H + Tc * R) * f + R * H * ob);
   if (!dp) w.comm("cross_entropy/max", {w.all_reduce("cross_entropy/max", Tc)}, "the logits' max over the vocabulary (all-reduce max)");
   w.compute("cross_entropy/exp", OpCategory::dense, "exp of the shifted logits and their row sums", 0, 0, 2 * Tc * R * f);
   if (!dp)
@@ -275,7 +278,7 @@ StepProgram build_lm_step_program(const LmWorkloadSpec& spec, int rank, int64_t 
            {w.all_reduce("cross_entropy/predicted_logit", Tc), w.all_reduce("cross_entropy/sum_exp", Tc)},
            "the target's logit and the sum of exps over the vocabulary (all-reduce sum)");
   w.compute("output_projection/backward", OpCategory::dense, "softmax gradient, the projection's and its input's gradients",
-            0, 4 * Tc * R * H, (2 * Tc * R + 2 * R * H + 2 * Tc * H) * f);
+            0, 4 * Tc * R * H, (2 * Tc * R + R * H + 2 * Tc * H) * f + R * H * ob);
   if (dp)
     w.comm("loss/all_reduce", {w.all_reduce("loss/all_reduce", 1)}, "the loss sum over every rank's tokens");
   else if (rw || sp)

@@ -56,8 +56,9 @@ std::string kineto_dtype(const std::string& dtype) {
   return it != k.end() ? it->second : dtype;
 }
 
-nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank, bool bytes_unknown) {
-  const KinetoCommArgs a = kineto_comm_args(c);
+nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank, bool bytes_unknown,
+                                       int64_t all_reduce_count) {
+  const KinetoCommArgs a = kineto_comm_args(c, all_reduce_count);
   if (bytes_unknown && c.bytes_sent == 0 && c.bytes_received == 0) {  // no counts: unknown, not 0 B
     nlohmann::json j{{"Collective name", a.name},
                      {"Group size", c.peers.size()},
@@ -81,13 +82,52 @@ nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank, 
                         {"Rank", rank}};
 }
 
-KinetoCommArgs kineto_comm_args(const CollectiveRecord& c) {
+namespace {
+// bytes of an element of Kineto dtype `d`
+int64_t kineto_elem_bytes(const std::string& d) {
+  return d == "Float" || d == "Int"                      ? 4
+         : d == "Double" || d == "Long"                  ? 8
+         : d == "Half" || d == "BFloat16" || d == "Short" ? 2
+                                                          : 1;
+}
+}  // namespace
+
+std::map<std::pair<std::string, uint64_t>, int64_t> all_reduce_counts(const std::vector<CollectiveRecord>& records) {
+  std::map<std::pair<std::string, uint64_t>, std::vector<const CollectiveRecord*>> groups;
+  for (const CollectiveRecord& c : records)
+    if (c.op == "all_reduce" && c.peers.size() > 1) groups[{c.group, c.sequence}].push_back(&c);
+  std::map<std::pair<std::string, uint64_t>, int64_t> out;
+  for (const auto& [key, members] : groups) {
+    const CollectiveRecord& first = *members.front();
+    const auto n = static_cast<int>(first.peers.size());
+    if (members.size() != first.peers.size()) continue;  // a member's record missing (or twice)
+    const int64_t elem = kineto_elem_bytes(kineto_dtype(first.dtype));
+    int64_t sum = 0;
+    for (const CollectiveRecord* m : members) sum += m->bytes_sent;
+    if (sum % (2 * (n - 1) * elem) != 0) continue;
+    const int64_t count = sum / (2 * (n - 1) * elem);
+    bool fits = true;
+    std::vector<bool> seen(first.peers.size(), false);
+    for (const CollectiveRecord* m : members) {
+      const auto self = std::find(first.peers.begin(), first.peers.end(), m->rank);
+      if (m->peers != first.peers || m->dtype != first.dtype || self == first.peers.end() ||
+          seen[static_cast<size_t>(self - first.peers.begin())]) {
+        fits = false;
+        break;
+      }
+      const auto gr = static_cast<int>(self - first.peers.begin());
+      seen[static_cast<size_t>(gr)] = true;
+      if (ring_all_reduce_bytes(count, n, gr, elem) != m->bytes_sent) fits = false;
+    }
+    if (fits) out[key] = count;
+  }
+  return out;
+}
+
+KinetoCommArgs kineto_comm_args(const CollectiveRecord& c, int64_t all_reduce_count) {
   KinetoCommArgs a;
   a.dtype = kineto_dtype(c.dtype);
-  const int64_t elem = a.dtype == "Float" || a.dtype == "Int" ? 4
-                       : a.dtype == "Double" || a.dtype == "Long" ? 8
-                       : a.dtype == "Half" || a.dtype == "BFloat16" || a.dtype == "Short" ? 2
-                                                                                          : 1;
+  const int64_t elem = kineto_elem_bytes(a.dtype);
   const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(c.peers.size()));
   auto sum = [](const std::vector<int64_t>& v) {
     int64_t s = 0;
@@ -113,7 +153,9 @@ KinetoCommArgs kineto_comm_args(const CollectiveRecord& c) {
     // whole-element count gives: the elements of that rule
     const auto self = std::find(c.peers.begin(), c.peers.end(), c.rank);
     const int gr = self != c.peers.end() ? static_cast<int>(self - c.peers.begin()) : 0;
-    const int64_t ring = n > 1 ? ring_all_reduce_count(c.bytes_sent, static_cast<int>(n), gr, elem) : -1;
+    const int64_t ring = all_reduce_count >= 0 ? all_reduce_count
+                         : n > 1               ? ring_all_reduce_count(c.bytes_sent, static_cast<int>(n), gr, elem)
+                                               : -1;
     a.in_nelems = a.out_nelems = ring >= 0 ? ring : elements(c.bytes_sent, 2 * (n - 1));
   } else if (c.op == "all_gather") {
     a.name = "_allgather_base";
@@ -173,7 +215,10 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
   const bool drop_warmup = !imported;
   int64_t left_out = 0;  // events of step < 0 not written (ops and collective records)
   std::vector<CollectiveRecord> colls;
-  for (auto& c : session.collectives()) {
+  std::vector<CollectiveRecord> all_colls = session.collectives();
+  // each all-reduce's count from its every member's bytes: one rank's can be one short
+  const auto ar_counts = all_reduce_counts(all_colls);
+  for (auto& c : all_colls) {
     if (c.rank != rank) continue;
     if (drop_warmup && c.step < 0) {
       ++left_out;
@@ -266,7 +311,10 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
                        host_pid, kKinetoLaunchTid));
 
   const bool bytes_unknown = collective_bytes_unknown(session);
-  auto comm_args = [&](const CollectiveRecord& c) { return record_param_comms_args(c, rank, bytes_unknown); };
+  auto comm_args = [&](const CollectiveRecord& c) {
+    const auto known = ar_counts.find({c.group, c.sequence});
+    return record_param_comms_args(c, rank, bytes_unknown, known != ar_counts.end() ? known->second : -1);
+  };
   // An imported session (a Kineto or Nsight trace) holds its own launches (host calls with their
   // kernel's correlation) and record_param_comms spans: they stay what they were, a collective's
   // args go on the record_param_comms span that launched its first kernel (on a CPU rank: the

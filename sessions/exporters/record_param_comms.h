@@ -19,6 +19,8 @@ namespace embedscope::sessions {
 /// element counts, no splits, and no dtype where its dtype is "unknown": the Kineto importer reads
 /// a span without counts as bytes unknown, so a round trip keeps them unknown instead of 0 B.
 /// Source: PyTorch's torch/csrc/distributed/c10d/ParamCommsUtils.hpp names.
-nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank, bool bytes_unknown);
+/// `all_reduce_count`: kineto_comm_args's (an all-reduce's count from its group, all_reduce_counts).
+nlohmann::json record_param_comms_args(const CollectiveRecord& c, int32_t rank, bool bytes_unknown,
+                                       int64_t all_reduce_count = -1);
 
 }  // namespace embedscope::sessions

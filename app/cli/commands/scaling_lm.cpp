@@ -71,10 +71,11 @@ int cmd_scaling_lm(WorkloadArgs& a, const LmScalingArgs& s) {
   if (!s.json) {  // the header with the first point (a study refused before any point prints its error only)
     const std::string header =
         fmt::format("scaling study: {} (lm_embedding {} x {}, sequence {} x micro batch {}) on simulated {} ({} GPU{} per "
-                    "node); vocab_parallel: one tensor-parallel group, every GPU reads the same {} tokens a step (strong "
+                    "node, {} of {} each); vocab_parallel: one tensor-parallel group, every GPU reads the same {} tokens a step (strong "
                     "scaling); data_parallel and row_wise: {} tokens per GPU per step (weak scaling)\n",
                     spec.name, spec.vocab_size, spec.hidden_size, spec.sequence_length, spec.micro_batch_size, hw.name,
-                    per_node, per_node == 1 ? "" : "s", spec.tokens_per_micro_batch(), spec.tokens_per_micro_batch()) +
+                    per_node, per_node == 1 ? "" : "s", hw.gpu.name, sessions::format_bytes(hw.gpu.memory_bytes),
+                    spec.tokens_per_micro_batch(), spec.tokens_per_micro_batch()) +
         fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>10} {:>8} {:>9} {:>7} {:>11} {:>10} {:>11}\n", "sharding", "GPUs",
                     "nodes", "step", "tokens/s", "per GPU", "scaling", "emb comm", "comm", "wire/step", "B/token",
                     "memory/GPU");
@@ -95,8 +96,19 @@ int cmd_scaling_lm(WorkloadArgs& a, const LmScalingArgs& s) {
     return 1;
   };
   if (s.json) {
-    const nlohmann::json j = es::to_json(es::LmScalingStudy{spec.name, hw.name, per_node, spec.micro_batch_size,
-                                                            spec.sequence_length, spec.steps, points});
+    es::LmScalingStudy study;
+    study.workload = spec.name;
+    study.hardware = hw.name;
+    study.gpus_per_node = per_node;
+    study.micro_batch_size = spec.micro_batch_size;
+    study.sequence_length = spec.sequence_length;
+    study.steps = spec.steps;
+    study.points = points;
+    study.vocab_size = spec.vocab_size;
+    study.hidden_size = spec.hidden_size;
+    study.device_name = hw.gpu.name;
+    study.device_memory_bytes = hw.gpu.memory_bytes;
+    const nlohmann::json j = es::to_json(study);
     std::cout << dump(j) << "\n";
     return failed != points.end() ? write_failure() : 0;
   }

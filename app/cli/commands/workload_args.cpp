@@ -135,10 +135,11 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs& a) {
                       "Emulated latency per collective in ns, within and across nodes (network.*.latency_ns), "
                       "e.g. 50000 or 5e4")
           ->transform(latency_ns_value(es::kMaxLatencyNs));  // tester51 F12: 1e6 as --network-bandwidth takes 1e9
+  // one option, two names: --no-sequence-parallel sets it false, whatever the workload says
   a.given["--sequence-parallel"] = cmd->add_flag(
-      "--sequence-parallel", a.sequence_parallel,
+      "--sequence-parallel,!--no-sequence-parallel", a.sequence_parallel,
       "lm_embedding workloads with vocab_parallel: reduce-scatter the lookup into token slices and all-gather before "
-      "the output projection (sharding.sequence_parallel)");
+      "the output projection (sharding.sequence_parallel); --no-sequence-parallel: without, whatever the workload says");
 }
 
 void hide_workload_options(CLI::App* cmd, WorkloadArgs& a, const std::vector<std::string>& flags) {
@@ -148,7 +149,7 @@ void hide_workload_options(CLI::App* cmd, WorkloadArgs& a, const std::vector<std
     cmd->remove_option(it->second);
     std::string& text = a.hidden_values[flag];
     // an empty group hides an option from --help; it is still parsed
-    it->second = flag == "--sequence-parallel" ? cmd->add_flag(flag)->group("")
+    it->second = flag == "--sequence-parallel" ? cmd->add_flag("--sequence-parallel,!--no-sequence-parallel")->group("")
                                                : cmd->add_option(flag, text, std::string())->group("");
   }
 }
@@ -265,7 +266,7 @@ es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
   }
   if (a.was_given("--sequence-parallel")) {
     spec.sequence_parallel = a.sequence_parallel;
-    set_by.emplace_back("/sharding/sequence_parallel", "--sequence-parallel");
+    set_by.emplace_back("/sharding/sequence_parallel", a.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel");
   }
   if (a.was_given("--steps")) spec.steps = a.steps;
   if (a.was_given("--batch-size")) {
@@ -291,7 +292,8 @@ es::LmWorkloadSpec load_lm(WorkloadArgs& a, bool simulate_flags) {
 
 es::WorkloadSpec load(WorkloadArgs& a) {
   if (a.was_given("--sequence-parallel"))
-    throw es::SpecError("--sequence-parallel: only for lm_embedding workloads (model \"lm_embedding\")");
+    throw es::SpecError(fmt::format("{}: only for lm_embedding workloads (model \"lm_embedding\")",
+                                    a.sequence_parallel ? "--sequence-parallel" : "--no-sequence-parallel"));
   if (a.was_given("workload") && a.file.empty()) throw es::SpecError("the workload file name is empty");
   if (a.was_given("--preset") && a.preset.empty())
     throw es::SpecError(fmt::format("--preset: empty; known presets: {}", preset_list_text()));

@@ -152,21 +152,23 @@ TEST(LmMemory, SessionHoldsCountersSnapshotsAndHistory) {
 
 TEST(LmMemory, TheBf16ReadCopyIsTwoBytesAnElement) {
   // The case above in bf16: the logits read a rounded copy of O, rank 0's 32 rows x 8 x 2 B =
-  // 512 B (one 512 B block), alive with the logits: 10368 + 512 requested at the peak. (An
-  // fp32-sized copy, 1024 B, would make it 11392.)
+  // 512 B (one 512 B block), alive with the logits, and the fp32 tile the GEMMs convert it into,
+  // 32 x 8 x 4 = 1,024 B: 10368 + 512 + 1024 requested at the peak. (An fp32-sized copy, 1024 B,
+  // would make it 11392 without the tile.)
   LmWorkloadSpec s = spec_of({LmSharding::vocab_parallel, false, false, 2});
   s.data_type = LmDataType::bf16;
   const auto est = estimate_lm_memory(s);
   EXPECT_EQ(est[0].read_copy_bytes, 32 * 8 * 2);
   const LmRunResult r = run_lm(s);
-  EXPECT_EQ(r.ranks[0].peak_requested, 10368 + 512);
-  EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512 + 512);
+  EXPECT_EQ(r.ranks[0].peak_requested, 10368 + 512 + 1024);
+  EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512 + 512 + 1024);
   EXPECT_EQ(r.ranks[0].peak_allocated, est[0].peak_allocated_bytes);
 }
 
 TEST(LmMemory, TheRunAllocatesTheReadCopyAtTwoBytes) {
   // V 1000, H 16, 4 ranks vocab_parallel, tied, fp16: rank 0's copy of its 250 rows is a
-  // 250 x 16 x 2 = 8,000 B "weights" block taken in each step (E itself, 16,000 B, before).
+  // 250 x 16 x 2 = 8,000 B "weights" block taken in each step (E itself, 16,000 B, before), then
+  // the fp32 tile the logits' and the backward's GEMMs convert it into, 250 x 16 x 4 = 16,000 B each.
   LmWorkloadSpec s;
   s.vocab_size = 1000;
   s.hidden_size = 16;
@@ -185,7 +187,7 @@ TEST(LmMemory, TheRunAllocatesTheReadCopyAtTwoBytes) {
     std::vector<int64_t> weights;
     for (const auto& e : session.memory_events())
       if (e.rank == 0 && e.action == "alloc" && e.tag == "weights") weights.push_back(e.requested);
-    EXPECT_EQ(weights, (std::vector<int64_t>{16000, 8000}));  // E, then the step's read copy
+    EXPECT_EQ(weights, (std::vector<int64_t>{16000, 8000, 16000, 16000}));  // E, the step's read copy, 2 tiles
   }
   EXPECT_EQ(estimate_lm_memory(s)[0].read_copy_bytes, 8000);
   std::filesystem::remove(path);

@@ -68,3 +68,30 @@ TEST(Lm45MemoryReplay, LargeBuffersGetTheirUnsplitSegmentsAsInTheRun) {
   EXPECT_EQ(r.ranks[0].peak_allocated, 50'350'080);
   EXPECT_EQ(r.ranks[0].peak_requested, 48'656'640);
 }
+
+// The header example in bf16: the read copy (5 rows x 4 x 2 = 40 B) and the fp32 tile the
+// projection's GEMMs convert it into (5 x 4 x 4 = 80 B) are arena blocks too, both alive at
+// output_projection/backward beside the 11 of fp32: 13 x 512 = 6,656 B allocated (the tile
+// outside the arena: 12 x 512 = 6,144), requested 984 + 40 + 80 = 1,104 B; the run's peaks equal
+// the replay's.
+TEST(Lm45MemoryReplay, TheReadCopysConversionTileIsInTheArena) {
+  LmWorkloadSpec s;
+  s.vocab_size = 10;
+  s.hidden_size = 4;
+  s.sequence_length = 6;
+  s.micro_batch_size = 1;
+  s.world_size = 2;
+  s.body_layers = 1;
+  s.tie_word_embeddings = false;
+  s.data_type = LmDataType::bf16;
+  s.steps = 1;
+  const LmReplayedMemory m = lm_memory_replay(s, 0);
+  EXPECT_EQ(m.peak_allocated, 13 * 512);
+  EXPECT_EQ(m.peak_requested, 984 + 40 + 80);
+  const LmRunResult r = run_lm(s);
+  ASSERT_EQ(r.ranks.size(), 2u);
+  for (const auto& rank : r.ranks) {
+    EXPECT_EQ(rank.peak_allocated, 13 * 512);
+    EXPECT_EQ(rank.peak_requested, 984 + 40 + 80);
+  }
+}

@@ -124,7 +124,8 @@ int64_t host_work_ns(const ProgramOp& op, const HardwareProfile& hw);
 /// and exactly compute_ns(op, hw) when the profile gives no dense_bf16_flops_per_s (cpu profiles,
 /// `this_machine`: the engine computes these GEMMs in fp32 on a CPU). Example (h100_sxm: 989.4
 /// TFLOP/s x 0.6, 3.35 TB/s x 0.5, 5 us): the Llama-3-8B logits op of rank 0 (8 ranks), 1.0759e12
-/// flops and 922.2 MB, takes 5 us + max(0.551 ms, 1.8126 ms) = 1.8176 ms (compute_ns: 32.1 ms).
+/// flops and 790.9 MB (the projection read as its 2-byte copy), takes 5 us + max(0.472 ms, 1.8126
+/// ms) = 1.8176 ms (compute_ns: 32.1 ms).
 int64_t half_precision_gemm_ns(const ProgramOp& op, const HardwareProfile& hw);
 
 /// How much slower every compute op and collective runs when `ranks_on_node` ranks share a node's cores

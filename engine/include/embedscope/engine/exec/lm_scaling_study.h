@@ -25,6 +25,8 @@
 
 namespace embedscope::engine {
 
+struct LmMemoryEstimate;  // planner/lm_memory_estimate.h
+
 struct LmScalingStudyOptions {
   std::string hardware;                ///< hardware profile (load_hardware_profile's argument)
   /// cluster sizes, ranks, each in [1, kMaxSimulatedRanks]; run ascending, each once; a size
@@ -73,7 +75,12 @@ struct LmScalingPoint {
   /// H 16, S 32, B 2, 1 body layer, tied, fp32, 4 GPUs): vocab_parallel 4 x (2 x 6,144 + 3 x
   /// 384) / 64 = 840; data_parallel 4 x 1.5 x (64,000 + 1,088 + 4) / 256 = 1,525.6.
   double wire_bytes_per_token = 0;
-  int64_t memory_bytes_per_gpu = 0;    ///< the largest rank's LmMemoryEstimate::peak_allocated_bytes
+  /// the largest rank's LmMemoryEstimate::peak_allocated_bytes; also set on a point refused for
+  /// memory (what it would need), 0 on one refused by the workload's rules or not run
+  int64_t memory_bytes_per_gpu = 0;
+  /// the profile's device memory (HardwareProfile gpu.memory_bytes), bytes: the point fits when
+  /// memory_bytes_per_gpu <= it (0: unknown, a study file written before it was recorded)
+  int64_t device_memory_bytes = 0;
   std::string session_path;            ///< the session written, or ""
   bool write_failed = false;           ///< its session could not be written; no point runs after it
 };
@@ -93,6 +100,9 @@ std::optional<LmScalingBaseline> lm_scaling_baseline(const std::vector<LmScaling
 /// (planner/lm_memory_estimate.h: logits 501.0 MiB, table 250.5 MiB, ...) but NVIDIA H100 80GB
 /// HBM3 has 79.6 GiB; ...". Pure.
 std::string lm_gpu_memory_refusal(const LmWorkloadSpec& spec, int64_t device_bytes, const std::string& device_name);
+/// The same from estimates already made (estimate_lm_memory of a workload of that sharding type).
+std::string lm_gpu_memory_refusal(const std::vector<LmMemoryEstimate>& estimates, int64_t device_bytes,
+                                  const std::string& device_name, LmSharding sharding);
 
 /// Runs the study: for each type in options order, each size ascending, `spec` with world_size =
 /// gpus, sharding = type (sequence_parallel for vocab_parallel when asked), timed by
@@ -112,13 +122,21 @@ struct LmScalingStudy {
   int gpus_per_node = 0;
   int64_t micro_batch_size = 0, sequence_length = 0, steps = 0;
   std::vector<LmScalingPoint> points;
+  /// the model studied: V (unpadded rows) and H; 0 when read from a file written before they were
+  int64_t vocab_size = 0, hidden_size = 0;
+  /// the profile's device: memory in bytes and name (HardwareProfile gpu); 0 / "" when read from
+  /// a file written before they were
+  int64_t device_memory_bytes = 0;
+  std::string device_name{};
 };
 
 /// {"batch_size_per_gpu": B (the micro batch each GPU reads a step; the key a study file is
 /// recognised by, workload/json_kind.h), "model": "lm_embedding", "workload", "hardware",
-/// "simulated": true, "gpus_per_node", "sequence_length", "steps", "efficiency_baseline":
+/// "simulated": true, "gpus_per_node", "sequence_length", "steps", "vocab_size", "hidden_size",
+/// "device_name", "device_memory_bytes" (the profile's GPU), "efficiency_baseline":
 /// {"sharding", "gpus", "tokens_per_s_per_gpu"} or null, "points": [{"sharding", "gpus", "nodes",
-/// "sequence_parallel", "error"} or {..., "step_time_ns", "tokens_per_step", "tokens_per_s",
+/// "sequence_parallel", "device_memory_bytes", "error", "memory_bytes_per_gpu"? (a memory
+/// refusal's need)} or {..., "step_time_ns", "tokens_per_step", "tokens_per_s",
 /// "tokens_per_s_per_gpu", "scaling_efficiency", "embedding_comm_share", "comm_share",
 /// "wire_bytes_per_step", "split_check_bytes_per_step", "wire_bytes_per_token",
 /// "memory_bytes_per_gpu", "session"?}]}.
@@ -126,7 +144,8 @@ nlohmann::json to_json(const LmScalingStudy& study);
 
 /// The inverse of to_json(const LmScalingStudy&): every key it writes is read back
 /// ("efficiency_baseline" and "tokens_per_s_per_gpu", which follow from the points, are not;
-/// "session" and "write_failed" are optional). Times in ns, bytes in bytes, shares in [0, 1].
+/// "session" and "write_failed" are optional; so are "vocab_size", "hidden_size", "device_name"
+/// and both "device_memory_bytes", which files written before them lack: 0 / ""). Times in ns, bytes in bytes, shares in [0, 1].
 /// Throws SpecError "<origin>: <JSON pointer>: <reason>" for a missing or mistyped key, a
 /// "model" other than "lm_embedding", a sharding type that is not an LM one (vocab_parallel,
 /// data_parallel, row_wise), or gpus outside [1, kMaxSimulatedRanks].

@@ -83,8 +83,11 @@ struct LmReplayedMemory {
 /// the step's end. row_wise's ids received per step are counted from the step's tokens
 /// (lm_sequence_tokens, as the run draws them); the first min(steps, 8) steps are replayed
 /// (later steps repeat the same buffers; row_wise's only with other id counts, whose buffers
-/// are freed before the logits exist). Throws std::out_of_range for a rank outside the world.
-/// Cost: O(min(steps, 8) x (ops + row_wise's p T token draws)).
+/// are freed before the logits exist). bf16 / fp16: the read copy, and the fp32 tile the
+/// projection's GEMMs convert it into (min(rows, 256) x H x 4 B, taken and given back in
+/// output_projection/logits and /backward, model/lm_sharding.cpp). Throws std::out_of_range for
+/// a rank outside the world. Cost: O(min(steps, 8) x (ops + row_wise's p T token draws));
+/// estimate_lm_memory draws row_wise's tokens once for all its ranks (lm_rw_ids_received).
 /// Example (tests/engine/planner/lm_memory_replay_test.cpp): V = 10, H = 4, S = 6, B = 1,
 /// p = 2, vocab_parallel, untied, fp32, 1 body layer (estimate_lm_memory's example): every
 /// buffer is under 512 B, so each takes one 512 B block; at the peak (output_projection/
@@ -92,6 +95,12 @@ struct LmReplayedMemory {
 /// input's gradient are alive: 11 x 512 = 5,632 B allocated, 1 small segment of 2 MiB reserved,
 /// 1080 - 96 = 984 B requested.
 LmReplayedMemory lm_memory_replay(const LmWorkloadSpec& spec, int rank);
+
+/// row_wise: for each step the replay goes over (the first min(steps, 8)), the ids of the step's
+/// global batch (every rank's B sequences, inputs [0, S): lm_sequence_tokens, as the run draws
+/// them) whose rows each rank owns (vocab_owner over the V' rows): [step][rank], each step's
+/// counts summing to p T. Empty for the other sharding types. O(min(steps, 8) x p T) token draws.
+std::vector<std::vector<int64_t>> lm_rw_ids_received(const LmWorkloadSpec& spec);
 
 /// {"ranks": [{"rank", "row_begin", "row_end", "table_bytes", ..., "total_bytes"}]}
 nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est);

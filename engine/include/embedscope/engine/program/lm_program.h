@@ -52,8 +52,11 @@ namespace embedscope::engine {
 /// from a file, its share of the V' rows. Example: V 4,099, alpha 1, 4 ranks of 1,025 rows:
 /// rank 0 serves H(1025) / H(4099) = 0.844 of the ids, rank 1 0.078. rows of lookup / embedding_backward:
 /// expected ids looked up on this rank. flops: 2 x multiply-adds (body forward 2 L Tl H^2,
-/// backward twice that; logits 2 Tc R H, their backward 4 Tc R H). bytes: the fp32 buffers the
-/// op reads and writes. A cpu rank's random row accesses (step_program.h HostWork, look46):
+/// backward twice that; logits 2 Tc R H, their backward 4 Tc R H). bytes: the buffers the op
+/// reads and writes, 4 B an element but the output projection as the GEMMs read it, the bf16 /
+/// fp16 read copy's 2 B with those data types: logits (Tc H + Tc R) 4 + R H e, backward
+/// (2 Tc R + R H + 2 Tc H) 4 + R H e (e = 4 fp32, 2 bf16 / fp16; its fp32 gradient is the R H 4).
+/// A cpu rank's random row accesses (step_program.h HostWork, look46):
 /// with U the expected distinct rows of the ids the rank looks up (its rows' Zipf mass, or even
 /// for a token file), the lookup's work2 is lookup_row_lines, U x ceil(H x element bytes / 64),
 /// and embedding_backward's work is update_row_lines, U x ceil(4 H / 64) (the fp32 gradient rows

@@ -63,6 +63,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,21 @@ struct KinetoCommArgs {
   int64_t in_nelems = 0, out_nelems = 0;
   std::vector<int64_t> in_split, out_split;
 };
-KinetoCommArgs kineto_comm_args(const CollectiveRecord& c);
+/// `all_reduce_count` >= 0 (an all-reduce's element count known from its group,
+/// all_reduce_counts): in = out = it. One rank's bytes cannot always tell the count: its ring
+/// bytes 2 (count - its chunk) elem are the same for count and count + 1 when the extra element
+/// lands in its own chunk, so ring_all_reduce_count's pick is one short on the rank whose chunk
+/// takes count's last extra element (1,024 floats on 3 ranks: rank 0's 5,456 B also fit 1,023,
+/// the multiple of 3 it picks).
+KinetoCommArgs kineto_comm_args(const CollectiveRecord& c, int64_t all_reduce_count = -1);
+
+/// The element count of every all-reduce in `records` whose group's every member has one record
+/// of it, keyed by (group, sequence): the members' bytes_sent summed over 2 (n - 1) x the
+/// element size (a ring all-reduce's members send exactly 2 (n - 1) x count elements together,
+/// model/ring_all_reduce.h), kept only when each member's bytes_sent is ring_all_reduce_bytes of
+/// that count on its group rank (a session of the rule of before, or a member missing, is not in
+/// the map). Example: 1,024 float32 on 3 ranks, 5,456 + 5,464 + 5,464 B = 16,384 = 2 x 2 x 4 x
+/// 1,024. O(records log records).
+std::map<std::pair<std::string, uint64_t>, int64_t> all_reduce_counts(const std::vector<CollectiveRecord>& records);
 
 }  // namespace embedscope::sessions
