@@ -51,6 +51,13 @@ void CompareModel::set_wire_facts(const std::vector<sessions::WireFacts>& facts)
   endResetModel();
 }
 
+sessions::RunToRunNoise CompareModel::apply_run_to_run_noise(const std::vector<const sessions::SessionReader*>& readers) {
+  if (readers.size() != sessions_.size())
+    throw std::invalid_argument("apply_run_to_run_noise: " + std::to_string(readers.size()) + " sessions for " +
+                                std::to_string(sessions_.size()) + " sessions");
+  return sessions::apply_run_to_run_noise(sessions_, readers);
+}
+
 bool CompareModel::has_tokens() const {
   for (const auto& s : sessions_)
     if (s.rate.unit == "tokens") return true;

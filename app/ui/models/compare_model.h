@@ -54,6 +54,12 @@ class CompareModel : public QAbstractTableModel {
   /// left out. Throws std::invalid_argument when the size differs from the sessions'. Call before
   /// a view shows the model.
   void set_wire_facts(const std::vector<sessions::WireFacts>& facts);
+  /// Groups the sessions that ran the same configuration and holds the step-time verdicts of the
+  /// figure rows against their run-to-run noise, as `embedscope compare` does
+  /// (sessions::apply_run_to_run_noise; `readers` one per session, in order); returns that noise
+  /// for its line (sessions::run_to_run_text). Throws std::invalid_argument when the size differs
+  /// from the sessions'. Call before a view shows the model.
+  sessions::RunToRunNoise apply_run_to_run_noise(const std::vector<const sessions::SessionReader*>& readers);
   /// Whether some session's throughput is in tokens (the WireBytesPerToken row has a value to show).
   bool has_tokens() const;
 

@@ -257,6 +257,17 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   model_ = new CompareModel(labels, stats, std::move(rates), this);
   if (hta_.size() == sessions.size()) model_->set_hta_overlaps(hta_);
   if (wire_.size() == sessions.size()) model_->set_wire_facts(wire_);
+  {  // the run-to-run noise the step-time verdicts are held against, as `embedscope compare` prints it
+    std::vector<std::string> label_text;
+    for (const auto& l : labels) label_text.push_back(l.toStdString());
+    auto* noise = new QLabel(QString::fromStdString(sessions::run_to_run_text(model_->apply_run_to_run_noise(readers),
+                                                                              label_text)).toHtmlEscaped(),
+                             figures);
+    noise->setObjectName("compare_run_to_run_noise");
+    noise->setWordWrap(true);
+    noise->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    fl->addWidget(noise);
+  }
   auto* table = new QTableView(figures);
   table->setModel(model_);
   table->setRowHidden(CompareModel::HtaOverlap, !model_->has_hta_overlap());  // a row for imported traces only

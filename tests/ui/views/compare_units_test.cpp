@@ -231,3 +231,53 @@ TEST(CompareUnits, StreamAndThreadLevelFiguresAreSaidNotToBeTheSameMeasure) {
   std::filesystem::remove(sim_path);
   std::filesystem::remove(gpu_path);
 }
+
+namespace {
+// A one-rank session of the recorded workload `workload_json` whose steps take `mean_us` -+ 10 us
+// alternately (16 steps), for the run-to-run noise of repeated configurations.
+std::string cmp_repeat_session(const std::string& name, const std::string& workload_json, int64_t mean_us) {
+  const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  sessions::SessionWriter w(path.string());
+  w.set_metadata(sessions::meta::kWorldSize, "1");
+  w.set_metadata(sessions::meta::kBackend, "cpu");
+  w.set_metadata(sessions::meta::kWorkloadName, "hand");
+  w.set_metadata(sessions::meta::kWorkloadJson, workload_json);
+  w.set_metadata(sessions::meta::kShardingPlanJson, R"({"tables": [{"name": "t0", "sharding_type": "table_wise", "ranks": [0]}]})");
+  w.set_metadata("samples_per_step", "8");
+  w.add_lane({0, 0, "compute", "thread"});
+  int64_t t = 0;
+  for (int s = 0; s < 16; ++s) {
+    const int64_t ns = (mean_us + (s % 2 ? 10 : -10)) * 1000;
+    w.add_step({s, 0, t, t + ns, 0.5, 0, 0});
+    t += ns;
+  }
+  w.close("complete");
+  return path.string();
+}
+}  // namespace
+
+// The workbench's Compare holds step-time differences against the run-to-run noise of repeated
+// configurations as `embedscope compare` does: A and B ran one configuration (steady steps of 20
+// and 26 ms: 6 ms, 30 %, is this machine's run-to-run noise); C (another optimizer) at 24 ms is
+// +20 % of the faster mean, within it, although its steps alone differ from A's (batch-means test).
+TEST(CompareUnits, StepTimesOfRepeatedConfigurationsAreHeldAgainstTheirRunToRunNoise) {
+  const std::string adam = R"({"name": "hand", "batch_size": 8, "steps": 16, "optimizer": {"type": "adam"}})";
+  const std::string sgd = R"({"name": "hand", "batch_size": 8, "steps": 16, "optimizer": {"type": "sgd"}})";
+  auto a = open_reader(cmp_repeat_session("es_cmpu_rep_a", adam, 20000));
+  auto b = open_reader(cmp_repeat_session("es_cmpu_rep_b", adam, 26000));
+  auto c = open_reader(cmp_repeat_session("es_cmpu_rep_c", sgd, 24000));
+  const sessions::RunStats sa = sessions::analyze(*a), sb = sessions::analyze(*b), sc = sessions::analyze(*c);
+  CompareModel m({"A", "B", "C"}, {sa, sb, sc}, {throughput_of(*a, sa), throughput_of(*b, sb), throughput_of(*c, sc)});
+  auto delta = [&](int col) { return m.data(m.index(CompareModel::StepMean, col)).toString(); };
+  // before: C's +4 ms is beyond its steps' noise (the within-run verdict alone)
+  EXPECT_FALSE(delta(5).contains("within noise")) << delta(5).toStdString();
+  const sessions::RunToRunNoise noise = m.apply_run_to_run_noise({a.get(), b.get(), c.get()});
+  ASSERT_TRUE(noise.measured());
+  EXPECT_EQ(sessions::run_to_run_text(noise, {"A", "B", "C"}),
+            "run-to-run noise: two runs of the same configuration (A, B) differ by 6.00 ms (30.0 %): differences "
+            "below that are noise on this machine");
+  EXPECT_TRUE(delta(4).contains("within noise")) << delta(4).toStdString();  // B - A: a repeat
+  EXPECT_TRUE(delta(5).contains("within noise")) << delta(5).toStdString();  // C - A: +20 % < 30 %
+  EXPECT_THROW(m.apply_run_to_run_noise({a.get()}), std::invalid_argument);
+}
