@@ -285,7 +285,7 @@ int cmd_compare(const CompareState& st) {
     std::cout << "(within noise: the same configuration as the baseline, or a difference of the mean step time that the "
                  "steps' batch-means test (95 %) or the measured run-to-run noise cannot tell from chance)\n";
   // the model's figures a smaller table trades (held-out loss first: a remedy is judged by it)
-  if (const std::string mq = ss::model_quality_block(reader_ptrs, labels).text; !mq.empty()) std::cout << "\n" << mq;
+  if (const std::string mq = ss::model_quality_block(reader_ptrs, labels).text; !mq.empty()) std::cout << mq;
   // per rank: what the exposed-communication chart of the Compare view draws, and each rank's peaks
   std::cout << fmt::format("\n{:<8} {:<5} {:>13} {:>18} {:>9} {:>16} {:>16}\n", "session", "rank", "exposed comm",
                            "host exposed comm", "GPU busy", "peak allocated", "peak reserved");
