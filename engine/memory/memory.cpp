@@ -71,7 +71,13 @@ void DeviceArena::log(uint8_t kind, int64_t id, int64_t size) {
 
 std::string DeviceArena::describe(const Logged& l, int64_t entry) const {
   std::vector<std::string> parts;
-  if (l.step != kNoStep) parts.push_back(fmt::format("step {}", l.step));
+  if (l.step != kNoStep && l.step >= 0) {
+    parts.push_back(fmt::format("step {}", l.step));
+  } else if (l.step != kNoStep) {  // the warm-up's steps are numbered -warmup .. -1
+    parts.push_back(warmup_steps_ > 0 && l.step >= -warmup_steps_
+                        ? fmt::format("warm-up step {} of {}", l.step + warmup_steps_ + 1, warmup_steps_)
+                        : fmt::format("warm-up step (step {})", l.step));
+  }
   if (l.op != 0) parts.push_back(op_names_[l.op]);
   const auto kind = static_cast<MemoryAction::Kind>(l.kind);
   std::string what = kind == MemoryAction::Kind::alloc     ? "asking " + sessions::format_bytes(l.size)

@@ -226,6 +226,7 @@ void Rank::setup() {
   }
   for (auto* g : {world_.get(), node_.get(), cross_.get()})
     if (g) g->set_flight_recorder(&flight_);
+  arena_.set_warmup_steps(sh_.spec.warmup_steps);  // its OOM advice names warm-up steps as the output does
   if (sh_.session) {
     // the layout that could not hold the request, while every buffer is still alive
     arena_.set_oom_handler([this] { record_memory(current_step_.load(), "oom", true); });

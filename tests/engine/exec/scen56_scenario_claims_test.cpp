@@ -92,7 +92,7 @@ TEST(Scen56ScenarioClaims, CachingVsExpandableCachingEndsOomExpandableCompletes)
             std::string::npos)
       << caching.outcome.error;
   // (mem61: the action it ran out at as the run shows it: the step, the op and the bytes asked)
-  EXPECT_NE(caching.outcome.error.find("; caching with max_split_size 20.0 MiB does not (OOM at step -1, "
+  EXPECT_NE(caching.outcome.error.find("; caching with max_split_size 20.0 MiB does not (OOM at warm-up step 1 of 1, "
                                        "dense_forward_backward, asking 22.2 MiB (action 61 of rank "),
             std::string::npos)
       << caching.outcome.error;

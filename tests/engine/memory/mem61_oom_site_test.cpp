@@ -61,3 +61,25 @@ TEST(Mem61OomSite, AdviceSaysStepOpAndBytesOfTheFailedAction) {
       << msg;
   EXPECT_EQ(msg.find("(OOM at action"), std::string::npos) << msg;
 }
+
+// The warm-up's steps are recorded as -N .. -1; the advice names them as the run's output does
+// ("step -1" meant nothing to a user): with 2 warm-up steps, step -2 is the first of 2, -1 the
+// second; an arena that was not told the count still says it was the warm-up.
+TEST(Mem61OomSite, WarmUpStepsAreNamedAsTheWarmUp) {
+  AllocatorConfig c;
+  c.kind = AllocatorKind::caching;
+  c.capacity_bytes = 26 * kSiteMiB;
+  c.back_with_memory = false;
+  DeviceArena arena(1, c);
+  arena.set_warmup_steps(2);
+  prof::Tracer tracer(1, false);
+  std::vector<Allocation> a;
+  for (int64_t step : {-2, -1}) {
+    prof::ScopedSpan span(tracer, 0, ss::Lane::compute, ss::OpCategory::lookup, "lookup", step);
+    a.push_back(arena.allocate("kjt", 2 * kSiteMiB));
+  }
+  EXPECT_EQ(arena.describe_action(0), "warm-up step 1 of 2, lookup, asking 2.0 MiB (action 0 of rank 1's log)");
+  EXPECT_EQ(arena.describe_action(1), "warm-up step 2 of 2, lookup, asking 2.0 MiB (action 1 of rank 1's log)");
+  arena.set_warmup_steps(0);
+  EXPECT_EQ(arena.describe_action(0), "warm-up step (step -2), lookup, asking 2.0 MiB (action 0 of rank 1's log)");
+}

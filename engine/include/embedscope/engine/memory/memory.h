@@ -40,6 +40,9 @@ class DeviceArena {
   DeviceArena(int rank, std::unique_ptr<DeviceAllocator> allocator, bool device_memory)
       : rank_(rank), allocator_(std::move(allocator)), device_memory_(device_memory) {}
   bool device_memory() const { return device_memory_; }
+  /// The run's warm-up step count: describe_action names a negative step as the run's output
+  /// does ("warm-up step 1 of 2" for step -2), not "step -2". 0 (default): "warm-up step (step -2)".
+  void set_warmup_steps(int64_t n) { warmup_steps_ = n; }
   /// Allocates `bytes` (> 0) under `tag`; throws OomError (nothing else changes). The error's
   /// advice comes from replays of this arena's allocator actions so far and the failed request
   /// (oom_advice_from_replays), not the allocator's untested candidates.
@@ -64,7 +67,7 @@ class DeviceArena {
   /// Action `entry` of this arena's log (allocate / release / compact, step ends not counted; the
   /// index after the last: `pending`, the request that failed) as a user can place it: the step
   /// and op of the innermost profiler span open on the thread that made it (ScopedSpan::innermost:
-  /// warm-up steps negative), and for an allocation the bytes asked: "step 3,
+  /// warm-up steps by set_warmup_steps: "warm-up step 1 of 2"), and for an allocation the bytes asked: "step 3,
   /// embedding_backward, asking 12.0 MiB (action 61 of rank 0's log)"; "asking 4.0 KiB outside
   /// any op (action 2 of rank 0's log)" where no span was open. `pending_bytes` > 0: the failed
   /// request's bytes (made now, where the OOM is being explained).
@@ -105,6 +108,7 @@ class DeviceArena {
   std::unordered_map<Allocation*, std::string> tracked_;
   std::function<void()> on_oom_;
   bool device_memory_ = false;
+  int64_t warmup_steps_ = 0;  // set_warmup_steps
   // allocate / release / compact / step ends, for the OOM's replays (kind: MemoryAction::Kind,
   // 255 = step end); id = the block's address
   static constexpr int32_t kNoStep = INT32_MIN;
