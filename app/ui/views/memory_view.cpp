@@ -424,7 +424,7 @@ void MemoryView::apply(MemoryViewData& d) {
       // a DLRM session's counters are the replay's allocator at each step end (tester51 F7)
       summary_->setText(QString("simulated: the memory estimate of each step (%1), %2; no allocator events or snapshots")
                             .arg(lm ? "planner/lm_memory_estimate.h" : "planner/memory_replay.h",
-                                 lm ? "allocated = reserved" : "its allocator's figures at each step end"));
+                                 lm ? "its allocator replay's peak allocated and reserved" : "its allocator's figures at each step end"));
     } else
       summary_->setText(counters_.empty() ? "" : "no allocator events: the recorded snapshots below");
     charts_->setCurrentWidget(plot_);

@@ -366,8 +366,8 @@ TEST(Ux44MemoryPage, ASimulatedLmSessionShowsItsEstimateOnly) {
   ASSERT_TRUE(wait_for_analyses(&view));
   QApplication::processEvents();
   EXPECT_EQ(view.summary()->text().toStdString(),
-            "simulated: the memory estimate of each step (planner/lm_memory_estimate.h), allocated = reserved; no "
-            "allocator events or snapshots");
+            "simulated: the memory estimate of each step (planner/lm_memory_estimate.h), its allocator replay's peak "
+            "allocated and reserved; no allocator events or snapshots");
   EXPECT_FALSE(view.stacks_table()->isVisible());
   EXPECT_FALSE(view.replay()->isVisible());
   EXPECT_FALSE(view.map()->isVisible());
