@@ -125,7 +125,9 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   cut_box_->setObjectName("memory_compare_cut");
   cut_box_->setChecked(true);
   plot_->setMinimumSize(320, 200);
-  layout->addWidget(plot_, 2);
+  // the charts take most of the height (at 1280x800 they were 70 and 50 px tall over maps of
+  // one bar each); the maps scroll
+  layout->addWidget(plot_, 3);
   // the maps in rows of at most kMapsPerRow, evenly filled (11 sessions: 6 + 5), each wide
   // enough for its byte scale (tester42 F26: 11 in one row overprinted their scales)
   auto* maps = new QGridLayout;
@@ -171,7 +173,7 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   devices_label->setVisible(!ranks.empty());  // no memory records: no table (the sentence below says why)
   devices_->setVisible(!ranks.empty());
   layout->addWidget(cut_box_);
-  layout->addLayout(maps, 3);
+  layout->addLayout(maps, 1);
   if (ranks.empty()) layout->addWidget(new QLabel("these sessions have no memory records (schema version 1)", this));
   auto refresh = [this] { show(rank_box_->currentData().toInt(), step_box_->value()); };
   connect(rank_box_, &QComboBox::currentIndexChanged, this, refresh);
@@ -201,7 +203,7 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
     plot_->yAxis2->setVisible(true);
     plot_->yAxis2->setTickLabels(false);
     plot_->yAxis2->setTicks(false);
-    plot_->plotLayout()->setRowStretchFactor(0, 3);
+    plot_->plotLayout()->setRowStretchFactor(0, 2);
     plot_->plotLayout()->setRowStretchFactor(1, 1);
   }
   // every session's line at one width, told apart by colour and marker (tester42 F26: widths
@@ -280,7 +282,7 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
   // a row of legend for each further row (tester42 F26: 33 entries in 3 columns were cut)
   plot_->legend->setWrap(kLegendColumns);
   const int legend_rows = static_cast<int>((entries_.size() + kLegendColumns - 1) / kLegendColumns);
-  plot_->setMinimumHeight(240 + 18 * std::max(0, legend_rows - 1));  // and the fragmentation chart
+  plot_->setMinimumHeight(340 + 18 * std::max(0, legend_rows - 1));  // and the fragmentation chart
   plot_->rescaleAxes(true);
   plot_->xAxis->setRange(plot_->xAxis->range().lower - 0.5, plot_->xAxis->range().upper + 0.5);
   plot_->yAxis->setRange(0, std::max(1.0, plot_->yAxis->range().upper * 1.1));
