@@ -64,6 +64,7 @@ ScenarioRunOutcome run_scenario_run(const ScenarioRun& run, const ScenarioRunOpt
   opt.keep_events = false;
   opt.cancel = o.cancel;
   opt.on_step = o.on_step;
+  opt.held_out_batches = o.held_out_batches;
   const RunResult r = run_training(run.spec, plan_sharding(run.spec), opt);
   return {r.ended, r.error, r.bad_input};
 }

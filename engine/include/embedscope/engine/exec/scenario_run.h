@@ -47,6 +47,9 @@ struct ScenarioRunOptions {
   /// Called from rank 0's thread after every step (StepProgress; for lm_embedding runs
   /// samples_per_s counts sequences).
   std::function<void(const StepProgress&)> on_step;
+  /// DLRM runs: global held-out batches the trained model is evaluated on after a complete run
+  /// (TrainerOptions::held_out_batches; 0: none, and the figures have no held-out AUC or loss).
+  int64_t held_out_batches = kDefaultHeldOutBatches;
 };
 
 struct ScenarioRunOutcome {
