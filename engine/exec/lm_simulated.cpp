@@ -2,6 +2,7 @@
 // on a modelled cluster, written as a session marked simulated.
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -64,6 +65,13 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
   LmRunResult result;
   result.ranks.resize(static_cast<size_t>(p));
   std::vector<std::map<std::string, uint64_t>> group_sequence(static_cast<size_t>(p));  // per rank: group -> last sequence
+  // the simulation outruns the writer: every kSyncInterval it waits for the writer to commit what
+  // it was handed, so that a SIGKILL loses at most about that much (exec/simulated/executor.cpp's
+  // rule; before, a killed LM simulation lost the steps the writer had not reached)
+  constexpr std::chrono::milliseconds kSyncInterval{500};
+  auto last_sync = std::chrono::steady_clock::now();
+  // sequences a step: the group's one micro batch (vocab_parallel) or every rank's
+  const int64_t sequences = spec.micro_batch_size * (spec.sharding == LmSharding::vocab_parallel ? 1 : p);
   for (int64_t st = 0; st < spec.steps; ++st) {
     if (st > 0 && options.cancel && options.cancel->load()) {  // Ctrl-C / SIGTERM: after the current step
       result.ended = RunEnd::cancelled;
@@ -159,6 +167,17 @@ LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& opt
         writer->add_ops(events);
       }
       result.ops.insert(result.ops.end(), events.begin(), events.end());
+    }
+    if (writer && std::chrono::steady_clock::now() - last_sync >= kSyncInterval) {
+      writer->sync();
+      last_sync = std::chrono::steady_clock::now();
+    }
+    if (options.on_step) {
+      StepProgress sp;
+      sp.step = st + 1;
+      sp.total_steps = spec.steps;
+      if (sim.step_ns > 0) sp.samples_per_s = static_cast<double>(sequences) / (static_cast<double>(sim.step_ns) * 1e-9);
+      options.on_step(sp);
     }
   }
   for (int r = 0; r < p; ++r) {

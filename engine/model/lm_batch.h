@@ -16,7 +16,9 @@ struct LmRank::Batch {
   int64_t n_targets = 0;      ///< N: targets != padding_id in the global batch (the loss's divisor)
 };
 
-/// What one op leaves for the next ones. Buffers are freed where LmRank's comment says.
+/// What one op leaves for the next ones. Every float buffer is a block of the rank's arena (its
+/// peak counts them; planner/lm_memory_estimate.cpp LmReplay takes and gives them at the same
+/// places); each is freed by the op that reads it last, as noted.
 struct LmRank::Step {
   int64_t step = 0;
   Batch b;
@@ -26,24 +28,33 @@ struct LmRank::Step {
   // in send order; the ids sent; the ids received, in receive order)
   DeviceBuffer<float> part;
   std::vector<int64_t> rw_send, rw_recv, rw_order, rw_sent_ids, rw_ids;
-  // the body: hs[0..L] and th[0..L-1], (2 L + 1) [Tl x H] blocks of one buffer; its output
+  // the embedding's output [Tl x H], the rows entering the body (the lookup's partial sum itself
+  // where no collective changes its size); freed once the body has copied it into hs[0]
+  DeviceBuffer<float> emb;
+  // the body: hs[0..L] and th[0..L-1], (2 L + 1) [Tl x H] blocks of one buffer (freed at the
+  // step's end, after end_step has read the embedding output back from hs[0]); its output z is
+  // hs[L] (a view into acts)
   DeviceBuffer<float> acts;
-  std::vector<float> z;
+  const float* z = nullptr;
   // the projection: gathered hidden states and targets (row_wise / sequence_parallel), the read
   // copy of O (bf16 / fp16: its rows x H 2-byte codes, lm_read_code), the logits slice
   // [Tc x rows] (then exp, then dloss/dlogits), the row max, the target's logit and the sum of
-  // exps per token, the projection input's gradient [Tc x H]
+  // exps per token [Tc] each, the projection input's gradient [Tc x H]; all freed by the
+  // projection's gradient collective
   DeviceBuffer<float> zg, logits, dzg;
   DeviceBuffer<uint16_t> o_read;
   std::vector<int64_t> yg;
-  std::vector<float> m, pred, se;
+  DeviceBuffer<float> m, pred, se;
   double loss_sum = 0;
-  std::vector<float> dz, de;  // the gradients of the body's output and of the embedding output
+  // the gradient of the body's output [Tl x H] (row_wise: [T x H]; the projection input's
+  // gradient itself where it is all-reduced in place), freed by the body's backward; the
+  // gradient of the embedding output [Tl x H], freed by the embedding's backward
+  DeviceBuffer<float> dz, de;
   // the embedding's backward: the gathered gradient (sequence_parallel) or row_wise's rows'
   // gradients received
   DeviceBuffer<float> grad_rows;
 
-  const float* hidden() const { return zg.size() ? zg.data() : z.data(); }
+  const float* hidden() const { return zg.size() ? zg.data() : z; }
   const std::vector<int64_t>& targets() const { return yg.empty() ? b.y : yg; }
 };
 

@@ -197,7 +197,13 @@ void LmRank::run(const ProgramOp& op) {
 
 LmRank::StepResult LmRank::end_step() {
   if (!st_) throw std::logic_error("lm_embedding: end_step without begin_step");
-  StepResult r = std::move(st_->result);
+  Step& st = *st_;
+  StepResult r = std::move(st.result);
+  // the embedding output, read back from the body's first input (hs[0], the step's host copy)
+  if (st.acts.size() != 0) {
+    const auto n = static_cast<size_t>(st.b.local_count * hidden_);
+    r.embedding_out.assign(st.acts.data(), st.acts.data() + n);
+  }
   st_.reset();
   return r;
 }
@@ -246,15 +252,17 @@ void LmRank::op_body_forward() {
   float* a0 = st.acts.data();
   auto hs = [&](int l) { return MapM(a0 + static_cast<size_t>(l * T * H), T, H); };
   auto th = [&](int l) { return MapM(a0 + static_cast<size_t>((L + 1 + l) * T * H), T, H); };
-  hs(0) = CMapM(st.result.embedding_out.data(), T, H);
+  hs(0) = CMapM(st.emb.data(), T, H);
+  st.emb = {};  // the body's first input holds it now
   for (int l = 0; l < L; ++l) {
     const auto li = static_cast<size_t>(l);
-    Mat a = hs(l) * CMapM(w_[li].data(), H, H);
-    a.rowwise() += Eigen::Map<const Vec>(b_[li].data(), H);
-    th(l) = a.array().tanh().matrix();
+    // the pre-activation computed in th(l)'s block, then tanh in place: no buffer outside the arena
+    th(l).noalias() = hs(l) * CMapM(w_[li].data(), H, H);
+    th(l).rowwise() += Eigen::Map<const Vec>(b_[li].data(), H);
+    th(l) = th(l).array().tanh().matrix();
     hs(l + 1) = hs(l) + th(l);
   }
-  st.z.assign(hs(L).data(), hs(L).data() + T * H);
+  st.z = hs(L).data();
 }
 
 void LmRank::op_body_backward() {
@@ -264,15 +272,23 @@ void LmRank::op_body_backward() {
   float* a0 = st.acts.data();
   auto hs = [&](int l) { return CMapM(a0 + static_cast<size_t>(l * T * H), T, H); };
   auto th = [&](int l) { return CMapM(a0 + static_cast<size_t>((L + 1 + l) * T * H), T, H); };
-  Mat dh = CMapM(st.dz.data(), T, H);
-  for (int l = L - 1; l >= 0; --l) {
-    const auto li = static_cast<size_t>(l);
-    const Mat da = (dh.array() * (1.0f - th(l).array().square())).matrix();
-    MapM(g_w_[li].data(), H, H).noalias() += hs(l).transpose() * da;
-    Eigen::Map<Vec>(g_b_[li].data(), H) += da.colwise().sum();
-    dh.noalias() += da * CMapM(w_[li].data(), H, H).transpose();
+  // dh accumulates in the embedding output's gradient; da, the pre-activation's, in a block
+  // taken for the op (both in the arena)
+  st.de = buffer("activations", static_cast<size_t>(T * H));
+  MapM dh(st.de.data(), T, H);
+  dh = CMapM(st.dz.data(), T, H);
+  if (L > 0) {
+    DeviceBuffer<float> da_buf = buffer("activations", static_cast<size_t>(T * H));
+    MapM da(da_buf.data(), T, H);
+    for (int l = L - 1; l >= 0; --l) {
+      const auto li = static_cast<size_t>(l);
+      da = (dh.array() * (1.0f - th(l).array().square())).matrix();
+      MapM(g_w_[li].data(), H, H).noalias() += hs(l).transpose() * da;
+      Eigen::Map<Vec>(g_b_[li].data(), H) += da.colwise().sum();
+      dh.noalias() += da * CMapM(w_[li].data(), H, H).transpose();
+    }
   }
-  st.de.assign(dh.data(), dh.data() + T * H);
+  st.dz = {};  // read no more
 }
 
 void LmRank::op_optimizer() {

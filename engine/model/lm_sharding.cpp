@@ -114,10 +114,7 @@ void LmRank::op_lookup() {
       st.part[static_cast<size_t>(t * H + c)] =
           masked ? 0.f : lm_read_weight(table_[static_cast<size_t>(local * H + c)], dt);
   }
-  if (spec_.sharding == LmSharding::data_parallel) {  // no collective: the rows are the output
-    st.result.embedding_out = copy(st.part);
-    st.part = {};
-  }
+  if (spec_.sharding == LmSharding::data_parallel) st.emb = std::move(st.part);  // no collective: the rows are the output
 }
 
 void LmRank::op_output_dist() {
@@ -128,10 +125,9 @@ void LmRank::op_output_dist() {
     // the rows in data_type's elements (lm_wire_precision): exact, the rows are read rounded to it
     pg_.all_to_all_q("output_dist/rows", st.part.data(), times(st.rw_recv, H), got.data(), times(st.rw_send, H),
                      lm_wire_precision(spec_), nullptr);
-    std::vector<float>& e = st.result.embedding_out;
-    e.assign(static_cast<size_t>(T * H), 0.f);
+    st.emb = buffer("activations", static_cast<size_t>(T * H));
     for (size_t k = 0; k < st.rw_order.size(); ++k)
-      std::copy_n(got.data() + k * static_cast<size_t>(H), H, e.data() + st.rw_order[k] * H);
+      std::copy_n(got.data() + k * static_cast<size_t>(H), H, st.emb.data() + st.rw_order[k] * H);
   }  // the rows received, then the rows sent, are freed
   st.part = {};
 }
@@ -139,16 +135,16 @@ void LmRank::op_output_dist() {
 void LmRank::op_embedding_combine() {
   Step& st = *st_;
   const int64_t H = hidden_, T = st.b.tokens;
-  std::vector<float>& e = st.result.embedding_out;
   if (!spec_.sequence_parallel) {
     // data_type's elements on the wire (lm_wire_precision); exact: one rank's term is the row
-    // (read rounded to data_type), the others' 0
+    // (read rounded to data_type), the others' 0; reduced in place, the sum is the output
     pg_.all_reduce_q("embedding/all_reduce", st.part.data(), T * H, lm_wire_precision(spec_), nullptr);
-    e = copy(st.part);
+    st.emb = std::move(st.part);
   } else {
     const std::vector<int64_t> counts(static_cast<size_t>(world_), st.b.local_count * H);
-    e.assign(static_cast<size_t>(st.b.local_count * H), 0.f);
-    pg_.reduce_scatter_q("embedding/reduce_scatter", st.part.data(), counts, e.data(), lm_wire_precision(spec_), nullptr);
+    st.emb = buffer("activations", static_cast<size_t>(st.b.local_count * H));
+    pg_.reduce_scatter_q("embedding/reduce_scatter", st.part.data(), counts, st.emb.data(), lm_wire_precision(spec_),
+                         nullptr);
   }
   st.part = {};
 }
@@ -164,7 +160,7 @@ void LmRank::op_gather_hidden() {
   st.zg = buffer("activations", static_cast<size_t>(per * world_ * H));
   const std::vector<int64_t> counts(static_cast<size_t>(world_), per * H);
   // the hidden states in data_type's elements (lm_wire_precision): every token's rounded, this rank's too
-  pg_.all_gather_q(rw ? "output_projection/all_gather" : "sequence_parallel/all_gather", st.z.data(), st.zg.data(),
+  pg_.all_gather_q(rw ? "output_projection/all_gather" : "sequence_parallel/all_gather", st.z, st.zg.data(),
                    counts, lm_wire_precision(spec_), nullptr);
   if (rw) {
     st.yg.assign(static_cast<size_t>(per * world_), 0);
@@ -200,9 +196,9 @@ void LmRank::op_logits() {
       logits.middleCols(r0, n).noalias() = Z * CMapM(tile.data(), n, H).transpose();
     }
   }
-  st.m.assign(static_cast<size_t>(Tc), 0.f);
-  st.pred.assign(static_cast<size_t>(Tc), 0.f);
-  st.se.assign(static_cast<size_t>(Tc), 0.f);
+  st.m = buffer("activations", static_cast<size_t>(Tc));
+  st.pred = buffer("activations", static_cast<size_t>(Tc));
+  st.se = buffer("activations", static_cast<size_t>(Tc));
   for (int64_t t = 0; t < Tc; ++t) st.m[static_cast<size_t>(t)] = logits.row(t).maxCoeff();
 }
 
@@ -275,10 +271,10 @@ void LmRank::op_projection_grad_dist() {
     float lf = static_cast<float>(st.loss_sum);  // the loss sum over every rank's tokens
     pg_.all_reduce_sum("loss/all_reduce", &lf, 1);
     st.loss_sum = lf;
-    st.dz = copy(st.dzg);
+    st.dz = std::move(st.dzg);  // every rank's own tokens: its gradient as it is
   } else if (rw || spec_.sequence_parallel) {
     const int64_t per = rw ? st.b.tokens : st.b.local_count;
-    st.dz.assign(static_cast<size_t>(per * H), 0.f);
+    st.dz = buffer("activations", static_cast<size_t>(per * H));
     const std::vector<int64_t> counts(static_cast<size_t>(world_), per * H);
     // the ranks' terms rounded to data_type (lm_wire_precision), summed in fp32 on arrival
     pg_.reduce_scatter_q("output_projection/grad_reduce_scatter", st.dzg.data(), counts, st.dz.data(),
@@ -287,7 +283,7 @@ void LmRank::op_projection_grad_dist() {
     // round(sum of the ranks' rounded terms) for bf16 / fp16 (ProcessGroup::all_reduce_q)
     pg_.all_reduce_q("output_projection/grad_all_reduce", st.dzg.data(), static_cast<int64_t>(st.dzg.size()),
                      lm_wire_precision(spec_), nullptr);
-    st.dz = copy(st.dzg);
+    st.dz = std::move(st.dzg);  // reduced in place
   }
   st.result.loss = st.loss_sum / static_cast<double>(st.b.n_targets);
   // the projection's buffers are read no more
@@ -295,6 +291,9 @@ void LmRank::op_projection_grad_dist() {
   st.logits = {};
   st.o_read = {};
   st.zg = {};
+  st.m = {};
+  st.pred = {};
+  st.se = {};
 }
 
 // ---- the embedding's backward and the replicated parameters' gradients -------------------------
@@ -328,6 +327,7 @@ void LmRank::op_embedding_backward() {
       for (int64_t c = 0; c < H; ++c) g[c] += st.grad_rows[i * static_cast<size_t>(H) + static_cast<size_t>(c)];
     }
     st.grad_rows = {};
+    st.de = {};
     return;
   }
   const float* d = spec_.sequence_parallel ? st.grad_rows.data() : st.de.data();
@@ -339,6 +339,7 @@ void LmRank::op_embedding_backward() {
     for (int64_t c = 0; c < H; ++c) g[c] += s[c];
   }
   st.grad_rows = {};
+  st.de = {};
 }
 
 void LmRank::op_grad_all_reduce() {

@@ -43,7 +43,8 @@ class LmReplay {
       const int64_t nrecv = rw_ ? received_.at(static_cast<size_t>(st)) : 0;
       for (const ProgramOp& op : prog.ops) step_op(op.name, nrecv);
       // end_step: the Step's buffers, the last declared first (lm_batch.h)
-      for (Allocation* a : {&grad_rows_, &dzg_, &logits_, &o_read_, &zg_, &acts_, &part_}) give(*a);
+      for (Allocation* a : {&grad_rows_, &de_, &dz_, &se_, &pred_, &m_, &o_read_, &dzg_, &logits_, &zg_, &acts_, &emb_, &part_})
+        give(*a);
     }
     const MemoryStats st = mem_.stats();
     return {st.peak_allocated, st.peak_reserved, peak_requested_};
@@ -93,6 +94,12 @@ class LmReplay {
       for (const int64_t b : {hh, hh, h, h}) keep(b);  // m, v of W; m, v of b
   }
   void keep(int64_t bytes) { params_.push_back(take(bytes)); }
+  // a buffer moved into another member (DeviceBuffer's move: the block changes hands, nothing
+  // is taken or given; `to` is empty there)
+  static void move(Allocation& to, Allocation& from) {
+    to = from;
+    from = {};
+  }
   // bf16 / fp16: the fp32 tile the projection's GEMMs convert the read copy into, min(rows, 256)
   // x H floats, taken and given back within the op (model/lm_sharding.cpp kReadTileRows)
   void read_tile() {
@@ -106,27 +113,44 @@ class LmReplay {
     const int64_t Tc = rw_ ? T_ * p : T_;
     if (name == "lookup") {
       assign(part_, (rw_ ? nrecv : T_) * H_ * f32);
-      if (s_.sharding == LmSharding::data_parallel) give(part_);  // copied out; no collective
+      if (s_.sharding == LmSharding::data_parallel) move(emb_, part_);  // no collective: the output
     } else if (name == "output_dist") {
       Allocation got = take(T_ * H_ * f32);
+      assign(emb_, T_ * H_ * f32);  // the rows in batch order
       give(got);
       give(part_);
-    } else if (name == "embedding/all_reduce" || name == "embedding/reduce_scatter") {
+    } else if (name == "embedding/all_reduce") {
+      move(emb_, part_);  // reduced in place
+    } else if (name == "embedding/reduce_scatter") {
+      assign(emb_, Tl_ * H_ * f32);
       give(part_);
     } else if (name == "body_forward") {
       assign(acts_, (2 * s_.body_layers + 1) * Tl_ * H_ * f32);
+      give(emb_);  // copied into hs[0]
     } else if (name == "output_projection/all_gather" || name == "sequence_parallel/all_gather") {
       assign(zg_, (rw_ ? T_ : Tl_) * p * H_ * f32);
     } else if (name == "output_projection/logits") {
       if (s_.data_type != LmDataType::fp32) assign(o_read_, rows_ * H_ * 2);  // bf16 / fp16 codes
       assign(logits_, Tc * rows_ * f32);
       read_tile();
+      for (Allocation* a : {&m_, &pred_, &se_}) assign(*a, Tc * f32);  // row max, target logit, sum of exps
     } else if (name == "output_projection/backward") {
       assign(dzg_, Tc * H_ * f32);
       read_tile();
     } else if (name == "loss/all_reduce" || name == "output_projection/grad_reduce_scatter" ||
                name == "output_projection/grad_all_reduce") {
-      for (Allocation* a : {&dzg_, &logits_, &o_read_, &zg_}) give(*a);
+      if (rw_ || s_.sequence_parallel)
+        assign(dz_, (rw_ ? T_ : Tl_) * H_ * f32);  // the reduce-scatter's output
+      else
+        move(dz_, dzg_);  // the gradient itself (all-reduced in place, or data_parallel's own)
+      for (Allocation* a : {&dzg_, &logits_, &o_read_, &zg_, &m_, &pred_, &se_}) give(*a);
+    } else if (name == "body_backward") {
+      assign(de_, Tl_ * H_ * f32);
+      if (s_.body_layers > 0) {  // the pre-activations' gradient, for the op
+        Allocation da = take(Tl_ * H_ * f32);
+        give(da);
+      }
+      give(dz_);
     } else if (name == "grad_dist") {
       Allocation send = take(T_ * H_ * f32);
       assign(grad_rows_, nrecv * H_ * f32);
@@ -135,6 +159,7 @@ class LmReplay {
       assign(grad_rows_, T_ * H_ * f32);
     } else if (name == "embedding_backward") {
       give(grad_rows_);
+      give(de_);
     } else if (name == "grad_all_reduce") {
       const bool body_differs = s_.sharding != LmSharding::vocab_parallel || s_.sequence_parallel;
       if (body_differs && s_.body_layers > 0) {  // the flattened body gradients
@@ -151,7 +176,7 @@ class LmReplay {
   bool rw_ = false;
   std::vector<Allocation> params_;
   std::vector<int64_t> received_;
-  Allocation part_, acts_, zg_, o_read_, logits_, dzg_, grad_rows_;
+  Allocation part_, emb_, acts_, zg_, o_read_, logits_, dzg_, m_, pred_, se_, dz_, de_, grad_rows_;
   int64_t requested_ = 0, peak_requested_ = 0;
 };
 
@@ -216,7 +241,13 @@ std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& s) {
     e.logits_bytes = Tc * e.rows.size() * f32;
     const int64_t lookup = rw ? 2 * T * H * f32 : T * H * f32;  // rows received + sent, or the partial sum
     const int64_t gathered = (rw || s.sequence_parallel) ? Tc * H * f32 : 0;
-    e.activation_bytes = (2 * L + 1) * Tl * H * f32 + lookup + gathered + Tc * H * f32;
+    // the embedding output and the body output's gradient where they are buffers of their own
+    // (row_wise, sequence_parallel; elsewhere the lookup's partial sum and the projection input's
+    // gradient themselves), the cross-entropy's three [Tc] vectors, the embedding output's
+    // gradient and the body's pre-activation gradient (L > 0)
+    const int64_t own = rw ? 2 * T * H * f32 : s.sequence_parallel ? 2 * Tl * H * f32 : 0;
+    e.activation_bytes = (2 * L + 1) * Tl * H * f32 + lookup + gathered + Tc * H * f32 + own + 3 * Tc * f32 +
+                         Tl * H * f32 + (L > 0 ? Tl * H * f32 : 0);
     const LmReplayedMemory m = LmReplay(s, r, rank_column(received, r)).run();
     e.peak_allocated_bytes = m.peak_allocated;
     e.peak_reserved_bytes = m.peak_reserved;

@@ -1,4 +1,5 @@
 #include "embedscope/sessions/exporters/export.h"
+#include "embedscope/sessions/exporters/kineto_export.h"  // all_reduce_counts
 #include "embedscope/sessions/analysis/stragglers.h"  // straggler, straggler_text
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/model/did_not_end.h"
@@ -245,7 +246,9 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   // each collective as PyTorch's record_param_comms span with its arguments (as the Kineto
   // export writes them), inside the comm op that ran it: Perfetto shows a collective's op, dtype,
   // counts, group and sequence, and `import` reads the records back with their bytes (tester52
-  // F12: they came back as none, every collective 0 B)
+  // F12: they came back as none, every collective 0 B); an all-reduce's counts from its group's
+  // every member's bytes, as the Kineto export's (one rank's ring bytes can fit a count one short)
+  const auto ar_counts = all_reduce_counts(colls);
   for (const auto& c : colls) {
     int32_t tid = -1;
     int64_t best_len = INT64_MAX;
@@ -258,7 +261,9 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
         }
       }
     if (tid < 0) tid = lane_at(c.rank, c.start_ns);
-    nlohmann::json args = record_param_comms_args(c, c.rank, bytes_unknown);
+    const auto known = ar_counts.find({c.group, c.sequence});
+    nlohmann::json args =
+        record_param_comms_args(c, c.rank, bytes_unknown, known != ar_counts.end() ? known->second : -1);
     args["embedscope collective"] = c.name;
     args["step"] = c.step;
     emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":"record_param_comms","cat":"comm","ts":{},"dur":{},"args":{}}})",

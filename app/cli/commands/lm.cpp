@@ -341,6 +341,11 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   sim.hardware = a.simulate;
   sim.gpus_per_node = a.gpus_per_node;
   sim.cancel = &cancel;
+  // "step N/M  R tokens/s (simulated)", as a simulated DLRM run's lines (before, a long simulated
+  // LM run printed nothing until its end)
+  StepLinesSpec sim_lines = lines;
+  sim_lines.simulated = true;
+  sim.on_step = step_progress_lines(sim_lines);
   if (simulated) {  // the nodes as simulate_lm places the ranks (rank r on node r / GPUs per node)
     const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
     const int gpn = a.gpus_per_node > 0 ? a.gpus_per_node : std::min(spec.world_size, hw.gpus_per_node);

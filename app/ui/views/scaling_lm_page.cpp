@@ -18,6 +18,17 @@ QString type_label(const engine::LmScalingPoint& p) {
   return QString(engine::to_string(p.sharding)) + (p.sequence_parallel ? "+sp" : "");
 }
 QString exact_bytes(int64_t b) { return QLocale::c().toString(static_cast<qlonglong>(b)); }
+
+// The device the study ran against, as its JSON records it (the study's device_memory_bytes and
+// device_name, else a point's device_memory_bytes with the study's hardware as the name); a file
+// written before they were recorded falls back to the profile's name (study_device_memory).
+std::pair<int64_t, QString> lm_device_memory(const engine::LmScalingStudy& st) {
+  const QString name = QString::fromStdString(st.device_name.empty() ? st.hardware : st.device_name);
+  if (st.device_memory_bytes > 0) return {st.device_memory_bytes, name};
+  for (const auto& p : st.points)
+    if (p.device_memory_bytes > 0) return {p.device_memory_bytes, name};
+  return study_device_memory(st.hardware);
+}
 }  // namespace
 
 ScalingPage lm_scaling_page(const engine::LmScalingStudy& st) {
@@ -25,7 +36,7 @@ ScalingPage lm_scaling_page(const engine::LmScalingStudy& st) {
   page.throughput_unit = "tokens/s";
   // vocab_parallel scales strongly, the other types weakly: one baseline for all
   page.efficiency_title = "scaling efficiency (tokens/s per GPU over the baseline)";
-  std::tie(page.device_memory_bytes, page.device_name) = study_device_memory(st.hardware);
+  std::tie(page.device_memory_bytes, page.device_name) = lm_device_memory(st);
   const int64_t tokens = st.micro_batch_size * st.sequence_length;  // a micro batch's, each GPU's
   const auto baseline = engine::lm_scaling_baseline(st.points);
   const QString efficiency = baseline ? efficiency_caption("tokens/s", engine::to_string(baseline->sharding), baseline->gpus,
@@ -53,7 +64,18 @@ ScalingPage lm_scaling_page(const engine::LmScalingStudy& st) {
                                {0, p.gpus, p.error, p.tokens_per_s, p.scaling_efficiency, p.embedding_comm_share,
                                 p.memory_bytes_per_gpu},
                                p.nodes);
-    if (!p.error.empty()) continue;
+    if (!p.error.empty()) {
+      // a point refused for memory records what its largest rank would need
+      if (p.memory_bytes_per_gpu > 0) {
+        const int64_t device = p.device_memory_bytes > 0 ? p.device_memory_bytes : page.device_memory_bytes;
+        row[11] = {QString::fromStdString(sessions::format_bytes(p.memory_bytes_per_gpu)),
+                   QString("%1 B: the largest rank's peak of the LM memory estimate, %2")
+                       .arg(exact_bytes(p.memory_bytes_per_gpu),
+                            device > 0 ? QString("more than the device's %1 B").arg(exact_bytes(device))
+                                       : QString("more than the device holds"))};
+      }
+      continue;
+    }
     row[3] = {QString::fromStdString(sessions::format_ms(static_cast<double>(p.step_time_ns))),
               QString("%1 ns a step (every simulated step is equal)").arg(exact_bytes(p.step_time_ns))};
     fill_rate_cells(row, p.tokens_per_s, p.gpus, p.scaling_efficiency, p.embedding_comm_share, p.comm_share);

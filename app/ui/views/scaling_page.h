@@ -77,12 +77,16 @@ ScalingPage::Cell refusal_cell(const std::string& error);
 /// ScalingView::table().
 ScalingPage dlrm_scaling_page(const engine::ScalingStudy& study);
 /// The page of an lm_embedding study (scaling_lm_page.cpp): tokens/s, its table's columns
-/// `embedscope scaling`'s for an LM workload (B/token among them).
+/// `embedscope scaling`'s for an LM workload (B/token among them). The device memory line is the
+/// study's recorded device (LmScalingStudy::device_memory_bytes / device_name, else a point's
+/// device_memory_bytes), whatever its profile is called; only a file written before they were
+/// recorded falls back to study_device_memory. A point refused for memory shows what it would
+/// need in memory/GPU.
 ScalingPage lm_scaling_page(const engine::LmScalingStudy& study);
 
 /// The device memory of the profile a study names (its "hardware"), when that is a built-in
 /// profile's name (engine::hardware_profile_names); {0, ""} for a profile file's name, which the
-/// study does not locate.
+/// study does not locate. The DLRM study's page uses it; the LM one only for old files.
 std::pair<int64_t, QString> study_device_memory(const std::string& hardware);
 
 }  // namespace embedscope::ui

@@ -16,6 +16,7 @@
 
 #include "comm_worker.h"
 #include "embedscope/engine/comm/gloo_process_group.h"
+#include "embedscope/engine/exec/setup_note.h"  // kSetupTimeoutMs
 #include "embedscope/engine/input/input.h"
 #include "embedscope/engine/memory/memory.h"
 #include "embedscope/engine/program/lm_program.h"
@@ -143,6 +144,11 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
   for (int k = 0; k < spec_.world_size; ++k) members[static_cast<size_t>(k)] = k;
   ProcessGroup pg(rendezvous_, "world", members, r, std::chrono::milliseconds(opt_.collective_timeout_ms));
   pg.set_flight_recorder(flight_[static_cast<size_t>(r)].get());
+  // the setup wait's group (exec/threaded/rank.h wait_for_every_rank_set_up, as a DLRM rank's):
+  // connected now, while every rank is here; recorded nowhere; its timeout kSetupTimeoutMs, not
+  // the workload's collective timeout
+  std::optional<ProcessGroup> setup;
+  if (spec_.world_size > 1) setup.emplace(rendezvous_, "setup", members, r, std::chrono::milliseconds(kSetupTimeoutMs));
   pg.set_observer(&tracer_.clock(), [&](sessions::CollectiveRecord&& c) {
     c.step = rr.step.load();
     // the comm lane: a span per collective (called on the comm worker, which owns the lane),
@@ -200,6 +206,14 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
     const StepProgram program = build_lm_step_program(spec_, r, 0);
     std::vector<const char*> names;
     for (const ProgramOp& op : program.ops) names.push_back(exec::intern_op_name(op.name));
+    // every rank waits for the others' setup (their shards' initial values) before step 0: a
+    // rank initialising a large vocabulary shard no longer makes its peers' first collective
+    // time out as a hang, nor shows up as step 0's communication. A rank that fails closes this
+    // group's connections too (below), releasing the others at once.
+    if (setup) {
+      float ready = 1.0f;
+      setup->all_reduce_sum("setup/every_rank_set_up", &ready, 1);
+    }
     int64_t steps_ns = 0;  // rank 0's steps so far, for LmRunOptions::on_step
     for (int64_t st = 0; st < spec_.steps; ++st) {
       rr.step = st;
@@ -312,6 +326,7 @@ void LmExecutor::run_rank(int r, LmRunResult& result) {
     RankError err = rank_error_of(r, tracer_.now_ns(), std::current_exception());
     vote_->drop(r);
     pg.close_connections();  // peers blocked on this rank fail now, not at their timeout
+    if (setup) setup->close_connections();  // and those still waiting for its setup
     arena.allocator().set_listener(nullptr);
     keep_spans();  // the spans of the step that failed midway
     std::lock_guard<std::mutex> lock(mu_);

@@ -16,7 +16,11 @@
 // (rank_failure.h): OOM, hang (a collective timed out), write_failed (the session can no longer
 // be written: the rank stops at the end of its step), crashed; it closes the rank's
 // connections so that its peers fail fast, and the run's ending is the first failure that is
-// not a consequence of another's. LmRunOptions::cancel stops every rank after the same step;
+// not a consequence of another's. Before step 0 every rank waits for the others' setup (their
+// shards' initial values) on a group of its own ("setup", recorded nowhere, timeout
+// kSetupTimeoutMs: exec/setup_note.h), as the DLRM ranks do (rank.h wait_for_every_rank_set_up),
+// so that a long setup is neither a hang under the collective timeout nor step 0's
+// communication; a failed rank closes it too. LmRunOptions::cancel stops every rank after the same step;
 // LmRunOptions::on_step hears of each of rank 0's steps.
 // Internal to the engine.
 

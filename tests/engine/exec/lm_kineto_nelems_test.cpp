@@ -3,6 +3,7 @@
 // its buffer's element count on every rank, also where one rank's ring bytes fit count - 1 too
 // (a count not divisible by the ranks); the sequence-parallel reduce-scatter and all-gather are
 // their input and output tensors' elements, as PyTorch's _reduce_scatter_base / _allgather_base.
+// The Chrome export (export_chrome_trace) writes the same counts on its record_param_comms spans.
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/exec/lm_run.h"
+#include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/exporters/kineto_export.h"
 #include "embedscope/sessions/store/session.h"
 #include "support/cli_run.h"
@@ -59,6 +61,24 @@ std::map<int, std::multiset<std::tuple<std::string, int64_t, int64_t, std::strin
   return out;
 }
 
+// the same from the Chrome export (export_chrome_trace): its record_param_comms spans, each rank
+// its pid, those of the measured steps (args "step" >= 0, as the Kineto export keeps)
+std::map<int, std::multiset<std::tuple<std::string, int64_t, int64_t, std::string>>> chrome_exported(const std::string& db) {
+  const ss::SessionReader r(db);
+  std::ostringstream text;
+  ss::export_chrome_trace(r, text);
+  const json j = json::parse(text.str());
+  std::map<int, std::multiset<std::tuple<std::string, int64_t, int64_t, std::string>>> out;
+  for (const json& e : j.at("traceEvents"))
+    if (e.value("name", "") == "record_param_comms" && e.contains("args") && e["args"].contains("In msg nelems") &&
+        e["args"]["step"].get<int64_t>() >= 0)
+      out[e["pid"].get<int>()].insert(std::make_tuple(e["args"]["Collective name"].get<std::string>(),
+                                                      e["args"]["In msg nelems"].get<int64_t>(),
+                                                      e["args"]["Out msg nelems"].get<int64_t>(),
+                                                      e["args"]["dtype"].get<std::string>()));
+  return out;
+}
+
 TEST(LmKinetoNelems, AllReducesOfACountNotDivisibleByTheRanks) {
   // T = 64 tokens, H 16, 3 ranks: embedding/all_reduce and output_projection/grad_all_reduce of
   // 64 x 16 = 1,024 bf16 (chunks 342 / 341 / 341: rank 0 sends 2 x 682 x 2 = 2,728 B, which
@@ -76,6 +96,15 @@ TEST(LmKinetoNelems, AllReducesOfACountNotDivisibleByTheRanks) {
         {"allreduce", 64, 64, "Float"},       {"allreduce", 1024, 1024, "BFloat16"}};
     ASSERT_EQ(got.count(rank), 1u);
     EXPECT_EQ(got.at(rank), want);
+  }
+  // the Chrome export writes the same counts on every rank (it took each rank's own bytes:
+  // 1,023 and 63 on rank 0)
+  const auto chrome = chrome_exported(o.session_path);
+  EXPECT_EQ(chrome.size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) {
+    SCOPED_TRACE(rank);
+    ASSERT_EQ(chrome.count(rank), 1u);
+    EXPECT_EQ(chrome.at(rank), got.at(rank));
   }
 }
 
@@ -103,6 +132,10 @@ TEST(LmKinetoNelems, SequenceParallelReduceScatterAndAllGather) {
     for (const auto& t : got.at(rank))
       if (std::get<3>(t) != "Long") mine.insert(t);
     EXPECT_EQ(mine, want);
+    // the Chrome export's counts are the Kineto export's (the body's 272 one short on rank 1 before)
+    const auto chrome = chrome_exported(o.session_path);
+    ASSERT_EQ(chrome.count(rank), 1u);
+    EXPECT_EQ(chrome.at(rank), got.at(rank));
   }
 }
 

@@ -3,11 +3,14 @@
 // memory counters and snapshots.
 //
 // Tolerance: the estimate counts every buffer as alive at once; in the step the lookup's
-// partial sum (row_wise: the rows sent and received) is freed before the logits slice exists,
-// and every other buffer is alive together while the logits are (the persistent parameters
-// and gradients, the body's activations, the read copy, the gathered hidden states, the
-// logits and the gradient of the projection's input). So the peak of requested bytes equals
-// the estimate minus its lookup term exactly. The allocator's peak lies above it by its
+// partial sum (row_wise: the rows sent and received), the embedding output where it is a buffer
+// of its own (row_wise, sequence_parallel), the embedding output's gradient and the body's
+// pre-activation gradient are never alive with the logits slice, and every other buffer is
+// alive together while the logits are (the persistent parameters and gradients, the body's
+// activations, the read copy, the gathered hidden states, the logits, the cross-entropy's three
+// vectors, the gradient of the projection's input and, row_wise and sequence_parallel, the
+// reduce-scatter's output it is reduced into). So the peak of requested bytes equals the
+// estimate minus those terms exactly. The allocator's peak lies above it by its
 // rounding: every block rounded up to a multiple of 512 B (PyTorch's kMinBlockSize), which is
 // all of it for these buffers under 1 MiB; larger ones come from the large pool, whose blocks
 // are not split when less than 1 MiB would remain, so a block can hold up to 1 MiB more than
@@ -50,10 +53,17 @@ LmWorkloadSpec spec_of(const Case& c) {
   return s;
 }
 
-/// The estimate's term for the lookup's buffers (freed before the logits exist).
+/// The estimate's terms for the buffers never alive with the logits: the lookup's (freed before
+/// the logits exist), the embedding output where it is a buffer of its own ([T x H] row_wise,
+/// [Tl x H] sequence_parallel; freed by the body's forward), the embedding output's gradient and
+/// the pre-activation gradient (each [Tl x H], taken after the logits are freed).
 int64_t lookup_term(const LmWorkloadSpec& s) {
   const int64_t tokens_hidden_bytes = s.tokens_per_micro_batch() * s.hidden_size * 4;
-  return s.sharding == LmSharding::row_wise ? 2 * tokens_hidden_bytes : tokens_hidden_bytes;
+  const int64_t local = s.sequence_parallel ? tokens_hidden_bytes / s.world_size : tokens_hidden_bytes;
+  const bool rw = s.sharding == LmSharding::row_wise;
+  const int64_t lookup = rw ? 2 * tokens_hidden_bytes : tokens_hidden_bytes;
+  const int64_t own = rw ? tokens_hidden_bytes : s.sequence_parallel ? local : 0;
+  return lookup + own + local + (s.body_layers > 0 ? local : 0);
 }
 
 /// A stable test name (the default prints the struct's bytes, padding included).
@@ -74,8 +84,8 @@ TEST_P(LmMemory, PeakPerRankIsTheEstimateLessTheLookup) {
     SCOPED_TRACE(k);
     EXPECT_EQ(r.ranks[k].peak_requested, est[k].total() - lookup_term(s));
     EXPECT_GE(r.ranks[k].peak_allocated, r.ranks[k].peak_requested);
-    // at most 2 + 2 (E, O and their gradients) + 4 L (body) + 6 (transients) blocks, 512 B each
-    EXPECT_LE(r.ranks[k].peak_allocated, r.ranks[k].peak_requested + 512 * (4 + 4 * s.body_layers + 6));
+    // at most 2 + 2 (E, O and their gradients) + 4 L (body) + 9 (transients: the cross-entropy's three vectors among them) blocks, 512 B each
+    EXPECT_LE(r.ranks[k].peak_allocated, r.ranks[k].peak_requested + 512 * (4 + 4 * s.body_layers + 9));
     EXPECT_EQ(r.ranks[k].peak_allocated, est[k].peak_allocated_bytes);
     EXPECT_EQ(r.ranks[k].peak_requested, est[k].peak_requested_bytes);
   }
@@ -97,12 +107,13 @@ TEST(LmMemory, HandComputedPeakOfOneRank) {
   // V = 64, H = 8, T = 16, L = 2, p = 2 vocab_parallel untied fp32, rank 0 rows [0, 32):
   // E, O, dE, dO 4 x 32 x 8 x 4 = 4096; body 2 x (64 + 8) x 4 x 2 = 1152; activations
   // (2 L + 1) x 16 x 8 x 4 = 2560; logits 16 x 32 x 4 = 2048; projection-input gradient
-  // 16 x 8 x 4 = 512. Peak 10368 B requested.
+  // 16 x 8 x 4 = 512; the cross-entropy's row max, target logit and sum of exps 3 x 16 x 4 = 192.
+  // Peak 10560 B requested (10368 before those three were blocks of the arena).
   const LmRunResult r = run_lm(spec_of({LmSharding::vocab_parallel, false, false, 2}));
-  EXPECT_EQ(r.ranks[0].peak_requested, 10368);
+  EXPECT_EQ(r.ranks[0].peak_requested, 10560);
   // allocated: every block rounded to 512 B: E, O, dE, dO 1024 each; 4 body 256 B weights and
-  // 4 32 B biases -> 8 x 512; activations 2560; logits 2048; gradient 512
-  EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512);
+  // 4 32 B biases -> 8 x 512; activations 2560; logits 2048; gradient 512; 3 x 512
+  EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512 + 3 * 512);
 }
 
 TEST(LmMemory, AdamAddsTwoMomentsOfEveryParameter) {
@@ -114,7 +125,7 @@ TEST(LmMemory, AdamAddsTwoMomentsOfEveryParameter) {
   const auto est = estimate_lm_memory(s);
   EXPECT_EQ(est[0].optimizer_state_bytes, 5248);
   const LmRunResult r = run_lm(s);
-  EXPECT_EQ(r.ranks[0].peak_requested, 10368 + 5248);
+  EXPECT_EQ(r.ranks[0].peak_requested, 10560 + 5248);
   EXPECT_EQ(r.ranks[0].peak_requested, est[0].total() - lookup_term(s));
 }
 
@@ -153,15 +164,15 @@ TEST(LmMemory, SessionHoldsCountersSnapshotsAndHistory) {
 TEST(LmMemory, TheBf16ReadCopyIsTwoBytesAnElement) {
   // The case above in bf16: the logits read a rounded copy of O, rank 0's 32 rows x 8 x 2 B =
   // 512 B (one 512 B block), alive with the logits, and the fp32 tile the GEMMs convert it into,
-  // 32 x 8 x 4 = 1,024 B: 10368 + 512 + 1024 requested at the peak. (An fp32-sized copy, 1024 B,
-  // would make it 11392 without the tile.)
+  // 32 x 8 x 4 = 1,024 B: 10560 + 512 + 1024 requested at the peak. (An fp32-sized copy, 1024 B,
+  // would make it 11584 without the tile.)
   LmWorkloadSpec s = spec_of({LmSharding::vocab_parallel, false, false, 2});
   s.data_type = LmDataType::bf16;
   const auto est = estimate_lm_memory(s);
   EXPECT_EQ(est[0].read_copy_bytes, 32 * 8 * 2);
   const LmRunResult r = run_lm(s);
-  EXPECT_EQ(r.ranks[0].peak_requested, 10368 + 512 + 1024);
-  EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512 + 512 + 1024);
+  EXPECT_EQ(r.ranks[0].peak_requested, 10560 + 512 + 1024);
+  EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512 + 3 * 512 + 512 + 1024);
   EXPECT_EQ(r.ranks[0].peak_allocated, est[0].peak_allocated_bytes);
 }
 

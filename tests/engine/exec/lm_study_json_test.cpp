@@ -32,8 +32,8 @@ json study_workload(bool sequence_parallel) {
   return j;
 }
 
-// h100_sxm with a device of 200,000 B, named "Small GPU": 1 GPU (403,456 B) does not fit, 4 do
-// (116,224 B a GPU)
+// h100_sxm with a device of 200,000 B, named "Small GPU": 1 GPU (404,992 B) does not fit, 4 do
+// (117,760 B a GPU)
 std::string small_profile(const std::filesystem::path& dir) {
   std::ifstream in(std::string(EMBEDSCOPE_SOURCE_DIR) + "/resources/hardware/h100_sxm.json");
   std::stringstream text;
@@ -62,13 +62,14 @@ TEST(LmStudyJson, SaysTheModelAndTheDeviceMemoryOfAProfileFile) {
   const json& one = s.at("points").at(0);
   const json& four = s.at("points").at(1);
   EXPECT_EQ(one.at("gpus"), 1);
-  EXPECT_EQ(one.at("error").get<std::string>().rfind("does not fit: rank 0 needs 394.0 KiB", 0), 0u) << one;
+  EXPECT_EQ(one.at("error").get<std::string>().rfind("does not fit: rank 0 needs 395.5 KiB", 0), 0u) << one;
   // the refused point's need: the table and its gradient 1,000 x 16 x 4 = 64,000 B each in
-  // 64,000 B blocks, the logits 64 x 1,000 x 4 = 256,000 B, ... (the replay's 403,456 B)
-  EXPECT_EQ(one.at("memory_bytes_per_gpu"), 403456);
+  // 64,000 B blocks, the logits 64 x 1,000 x 4 = 256,000 B, the cross-entropy's 3 x 64 floats in
+  // 512 B blocks, ... (the replay's 404,992 B)
+  EXPECT_EQ(one.at("memory_bytes_per_gpu"), 404992);
   EXPECT_EQ(one.at("device_memory_bytes"), 200000);
   EXPECT_FALSE(four.contains("error")) << four;
-  EXPECT_EQ(four.at("memory_bytes_per_gpu"), 116224);
+  EXPECT_EQ(four.at("memory_bytes_per_gpu"), 117760);
   EXPECT_EQ(four.at("device_memory_bytes"), 200000);
   // read back, and a file written before these keys still read (0 / "")
   const es::LmScalingStudy st = es::lm_scaling_study_from_json(s, "study.json");
@@ -76,7 +77,7 @@ TEST(LmStudyJson, SaysTheModelAndTheDeviceMemoryOfAProfileFile) {
   EXPECT_EQ(st.hidden_size, 16);
   EXPECT_EQ(st.device_name, "Small GPU");
   EXPECT_EQ(st.device_memory_bytes, 200000);
-  EXPECT_EQ(st.points.at(0).memory_bytes_per_gpu, 403456);
+  EXPECT_EQ(st.points.at(0).memory_bytes_per_gpu, 404992);
   EXPECT_EQ(st.points.at(0).device_memory_bytes, 200000);
   EXPECT_EQ(st.points.at(1).device_memory_bytes, 200000);
   EXPECT_EQ(es::to_json(st), s);
@@ -91,7 +92,7 @@ TEST(LmStudyJson, SaysTheModelAndTheDeviceMemoryOfAProfileFile) {
   EXPECT_EQ(before.device_name, "");
   EXPECT_EQ(before.device_memory_bytes, 0);
   EXPECT_EQ(before.points.at(0).memory_bytes_per_gpu, 0);
-  EXPECT_EQ(before.points.at(1).memory_bytes_per_gpu, 116224);
+  EXPECT_EQ(before.points.at(1).memory_bytes_per_gpu, 117760);
   // a mistyped new key is named
   json bad = s;
   bad["device_memory_bytes"] = "80 GB";

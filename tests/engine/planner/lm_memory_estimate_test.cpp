@@ -28,8 +28,10 @@ TEST(LmMemoryEstimate, TheHeaderExample) {
   EXPECT_EQ(est[0].gradient_bytes, 160);
   EXPECT_EQ(est[0].body_bytes, 160);
   EXPECT_EQ(est[0].logits_bytes, 120);
-  EXPECT_EQ(est[0].activation_bytes, 480);
-  EXPECT_EQ(est[0].total(), 1080);
+  // 288 (body) + 96 (partial sum) + 96 (projection input's gradient) + 72 (cross-entropy: 3 x 6
+  // x 4) + 96 (embedding output's gradient) + 96 (the pre-activation's)
+  EXPECT_EQ(est[0].activation_bytes, 744);
+  EXPECT_EQ(est[0].total(), 1344);
 }
 
 TEST(LmMemoryEstimate, VocabTermsScaleWithOneOverP) {
@@ -49,8 +51,10 @@ TEST(LmMemoryEstimate, VocabTermsScaleWithOneOverP) {
   // sequence_parallel: the body's activations shrink by p, the gathered projection input appears
   s.sequence_parallel = true;
   const LmMemoryEstimate sp = estimate_lm_memory(s)[0];
-  // (2 L + 1) Tl H 4 with Tl = 512 / 4, + the partial sum, the gathered input and its gradient (512 H 4 each)
-  EXPECT_EQ(sp.activation_bytes, (3 * 128 + 3 * 512) * 128 * 4);
+  // (2 L + 1) Tl H 4 with Tl = 512 / 4, + the partial sum, the gathered input and its gradient (512 H 4 each),
+  // the reduce-scatters' outputs (embedding output, body output's gradient), the embedding output's and
+  // the pre-activation's gradients (Tl H 4 each), the cross-entropy's 3 x 512 floats
+  EXPECT_EQ(sp.activation_bytes, (3 * 128 + 3 * 512 + 4 * 128) * 128 * 4 + 3 * 512 * 4);
   // data_parallel keeps the whole vocabulary on every rank
   s.sequence_parallel = false;
   s.sharding = LmSharding::data_parallel;

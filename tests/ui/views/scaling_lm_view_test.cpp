@@ -11,6 +11,7 @@
 #include <qcustomplot.h>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -114,13 +115,14 @@ TEST(ScalingLmView, EveryCellIsTheCliJsonAndTheRefusedPointSaysWhy) {
   }
   // hand-computed: data_parallel on 2 GPUs all-reduces the table's gradient 64,000 B, the body's
   // 1,088 B and the loss's 4 B, 2 x (p - 1) / p x 65,092 = 65,092 B a rank: 130,184 B a step over
-  // 2 x 64 tokens = 1,017.06 B/token; every data_parallel GPU holds the whole 394.0 KiB
+  // 2 x 64 tokens = 1,017.06 B/token; every data_parallel GPU holds the whole 395.5 KiB (394.0
+  // before the cross-entropy's three vectors of 64 floats were blocks of the arena, 512 B each)
   EXPECT_EQ(text(t, 4, 0), "data_parallel");
   EXPECT_EQ(text(t, 4, 1), "2");
   EXPECT_EQ(text(t, 4, ScalingView::kWireColumn), "127.1 KiB");
   EXPECT_TRUE(t->item(4, ScalingView::kWireColumn)->toolTip().startsWith("130184 B on the wire per step"));
   EXPECT_EQ(text(t, 4, ScalingView::kLmTokenBytesColumn), "1017.1");
-  for (int r : {3, 4, 5}) EXPECT_EQ(text(t, r, 11), "394.0 KiB") << r;
+  for (int r : {3, 4, 5}) EXPECT_EQ(text(t, r, 11), "395.5 KiB") << r;
   // the refused point: vocab_parallel+sp at 3 GPUs, no figures, its whole reason in red
   EXPECT_EQ(text(t, 2, 0), "vocab_parallel+sp");
   EXPECT_EQ(t->item(2, 3), nullptr);
@@ -235,4 +237,79 @@ TEST(ScalingLmView, TheScreenshotIsTheLmPage) {
   const QImage image(QString::fromStdString(png.string()));
   ASSERT_FALSE(image.isNull());
   EXPECT_EQ(image.size(), QSize(1280, 800));
+}
+
+// A study run against a profile file ("lab_gpus.json", not a built-in profile's name): the page
+// takes the device from the study's JSON (device_name, device_memory_bytes), draws its line at
+// 1,048,576 B = 1,024 KiB over a point of 700,000 B = 683.6 KiB, and shows the 2,000,000 B a point
+// refused for memory would need. Without the device keys (a file written before them) there is
+// no line: the profile's name does not say.
+TEST(ScalingLmView, TheDeviceLineIsTheStudysRecordedDeviceWhateverTheProfileIsCalled) {
+  const auto dir = test_support::fresh_scratch("es_scaling_lm_view_device");
+  json j = json::parse(R"({"batch_size_per_gpu": 2, "model": "lm_embedding", "workload": "lab", "hardware": "lab_gpus.json",
+    "simulated": true, "gpus_per_node": 8, "sequence_length": 32, "steps": 3, "vocab_size": 1000, "hidden_size": 16,
+    "device_name": "Lab GPU", "device_memory_bytes": 1048576, "efficiency_baseline": null,
+    "points": [
+      {"sharding": "vocab_parallel", "gpus": 1, "nodes": 1, "sequence_parallel": false, "device_memory_bytes": 1048576,
+       "step_time_ns": 1000000, "tokens_per_step": 64, "tokens_per_s": 64000, "tokens_per_s_per_gpu": 64000,
+       "scaling_efficiency": 1, "embedding_comm_share": 0, "comm_share": 0, "wire_bytes_per_step": 0,
+       "split_check_bytes_per_step": 0, "wire_bytes_per_token": 0, "memory_bytes_per_gpu": 700000},
+      {"sharding": "data_parallel", "gpus": 1, "nodes": 1, "sequence_parallel": false, "device_memory_bytes": 1048576,
+       "error": "does not fit: rank 0 needs 1.9 MiB at its peak but Lab GPU has 1.0 MiB", "memory_bytes_per_gpu": 2000000}]})");
+  const auto path = dir / "study.json";
+  auto open = [&](const json& study) {
+    std::ofstream(path) << study.dump();
+    auto w = std::make_unique<MainWindow>();
+    EXPECT_EQ(w->open_path(QString::fromStdString(path.string()), true), QString());
+    return w;
+  };
+  auto lines_at = [](QCustomPlot* mem) {
+    std::vector<double> at;
+    for (int i = 0; i < mem->itemCount(); ++i)
+      if (auto* l = qobject_cast<QCPItemStraightLine*>(mem->item(i))) at.push_back(l->point1->value());
+    return at;
+  };
+  auto labels = [](QCustomPlot* mem) {
+    QStringList texts;
+    for (int i = 0; i < mem->itemCount(); ++i)
+      if (auto* t = qobject_cast<QCPItemText*>(mem->item(i)); t && t->text() != QString::fromUtf8("\u2715")) texts << t->text();
+    return texts;
+  };
+  {
+    const auto w = open(j);
+    auto* view = qobject_cast<ScalingView*>(w->tabs()->currentWidget());
+    ASSERT_NE(view, nullptr);
+    QCustomPlot* mem = view->plot(3);
+    EXPECT_EQ(mem->yAxis->label(), "KiB");
+    ASSERT_EQ(mem->graph(0)->data()->size(), 1);
+    EXPECT_DOUBLE_EQ(mem->graph(0)->data()->at(0)->value, 700000.0 / 1024);
+    EXPECT_EQ(lines_at(mem), std::vector<double>{1024.0});
+    EXPECT_EQ(labels(mem), QStringList{"device memory, Lab GPU: 1.0 MiB"});
+    EXPECT_GT(mem->yAxis->range().upper, 1024.0);
+    QTableWidget* t = view->table();
+    EXPECT_EQ(text(t, 0, 11), "683.6 KiB");
+    EXPECT_EQ(text(t, 1, 11), "1.9 MiB");  // 2,000,000 B
+    EXPECT_EQ(t->item(1, 11)->toolTip(),
+              "2000000 B: the largest rank's peak of the LM memory estimate, more than the device's 1048576 B");
+    EXPECT_TRUE(text(t, 1, ScalingView::kLmNoteColumn).startsWith("does not fit: rank 0 needs 1.9 MiB"));
+  }
+  {  // only the points record the device: the line is theirs, named by the study's hardware
+    json points_only = j;
+    points_only.erase("device_name");
+    points_only.erase("device_memory_bytes");
+    const auto w = open(points_only);
+    QCustomPlot* mem = qobject_cast<ScalingView*>(w->tabs()->currentWidget())->plot(3);
+    EXPECT_EQ(lines_at(mem), std::vector<double>{1024.0});
+    EXPECT_EQ(labels(mem), QStringList{"device memory, lab_gpus.json: 1.0 MiB"});
+  }
+  {  // a file written before the device was recorded: no line, the profile file is not located
+    json old = j;
+    old.erase("device_name");
+    old.erase("device_memory_bytes");
+    for (auto& p : old["points"]) p.erase("device_memory_bytes");
+    const auto w = open(old);
+    QCustomPlot* mem = qobject_cast<ScalingView*>(w->tabs()->currentWidget())->plot(3);
+    EXPECT_TRUE(lines_at(mem).empty());
+    EXPECT_EQ(text(qobject_cast<ScalingView*>(w->tabs()->currentWidget())->table(), 1, 11), "1.9 MiB");
+  }
 }

@@ -121,6 +121,10 @@ struct LmSimulateOptions {
   /// Set (by a signal handler) to stop after the current step: the steps simulated so far are
   /// kept, the session ends "cancelled" and LmRunResult::ended is cancelled. Null: never.
   const std::atomic<bool>* cancel = nullptr;
+  /// Called after each simulated step: StepProgress::step (1-based), total_steps, and
+  /// samples_per_s the sequences a step over the simulated step time (eta_s 0: the simulation's
+  /// own time is not the run's), as the simulated DLRM run reports. May be empty.
+  std::function<void(const StepProgress&)> on_step;
 };
 
 /// The workload's step program (program/lm_program.h) on every rank of a modelled cluster,
@@ -135,7 +139,10 @@ struct LmSimulateOptions {
 /// simulated DLRM run writes no id histogram either). Throws SpecError for an invalid spec or
 /// an unknown profile, sessions::SessionError when the session cannot be created, LmRunError
 /// ended write_failed when it cannot be written while the run goes on (the run stops after the
-/// step in which it learnt of it, as run_lm).
+/// step in which it learnt of it, as run_lm). The simulation outruns the session's writer (many
+/// steps a millisecond): every 500 ms it waits for the writer to commit what it was handed
+/// (SessionWriter::sync), so that a SIGKILLed simulation keeps its steps up to about its last
+/// half second, as the simulated DLRM run does.
 LmRunResult simulate_lm(const LmWorkloadSpec& spec, const LmSimulateOptions& options);
 
 }  // namespace embedscope::engine

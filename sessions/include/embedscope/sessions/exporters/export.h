@@ -22,7 +22,8 @@ namespace embedscope::sessions {
 /// (ids looked up, loss), `C` "device memory" events (allocated, reserved, active bytes) after
 /// every allocator trace entry of an imported memory snapshot (memory_timeline), each collective
 /// record as PyTorch's `record_param_comms` span (cat comm) with its Kineto args
-/// (record_param_comms_args, plus "embedscope collective" and "step") inside the comm op of its
+/// (record_param_comms_args, plus "embedscope collective" and "step"; an all-reduce's element
+/// counts from its group's every member's bytes, all_reduce_counts) inside the comm op of its
 /// rank that holds it, which `import` reads back as the collective records, and flow events
 /// (`s` / `f`) joining the ranks of each collective (from the first rank to enter it to every
 /// other member). The session's
