@@ -86,6 +86,12 @@ extern "C" void on_cancel_now(int) {
 }
 }  // namespace
 
+void take_stop_signals_early(const char* said) {
+  g_said = said;
+  std::signal(SIGINT, on_stop);
+  std::signal(SIGTERM, on_stop);
+}
+
 std::atomic<bool>& cancel_on_sigint(const char* said) {
   g_said = said;
   std::signal(SIGINT, on_stop);

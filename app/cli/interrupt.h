@@ -25,6 +25,21 @@ namespace embedscope::cli {
 /// (reading the line); a faster double press is the same request, and one more press stops at once.
 inline constexpr int kOneStopRequestMs = 500;
 
+/// What a run's first SIGINT or SIGTERM prints (cancel_on_sigint's `said` for `run`).
+inline constexpr const char* kRunCancelling = "\ncancelling after the current step (Ctrl-C again stops at once)\n";
+
+/// For `run`, from the first code of its own the process runs (main.cpp calls it from the
+/// executable's .preinit_array: after the dynamic loader has mapped and relocated the shared
+/// libraries, before their initialisers and main): SIGINT and SIGTERM get the handler
+/// cancel_on_sigint installs, printing `said` (a string literal). A signal from then on is
+/// taken, not lost where the process inherited it ignored (a non-interactive shell's `&` job
+/// starts with SIGINT ignored): before, the handler came with the command, about 60-100 ms in
+/// (most of it the shared libraries' loading and initialisers), and a SIGINT before it was
+/// discarded (the run went on to its end) or killed the process (exit 130). The command then
+/// sees the flag set and says it was cancelled before the run started. Async-signal-safe
+/// enough for that moment: it touches only constant-initialised atomics and calls sigaction.
+void take_stop_signals_early(const char* said);
+
 /// Installs the SIGINT handler and returns the flag it sets. `said` (a string literal: the
 /// handler writes it with write(2), which is async-signal-safe) is printed on the first Ctrl-C.
 /// A second SIGINT less than kOneStopRequestMs after the first is the same request (nothing

@@ -4,6 +4,7 @@
 // Wiring only: each command lives in commands/<command>.cpp (commands.h says how to add one),
 // the text and JSON they share in output/.
 
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands/commands.h"
+#include "interrupt.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/store/session.h"
 #include "output/output.h"
@@ -29,6 +31,19 @@ constexpr const char* kExitCodes =
     "workload at fault, an output name that is empty or cannot be created: a read-only or missing folder, no "
     "permission), also ids outside a table found while running; 3 import --strict recorded data_loss; 130 "
     "cancelled at once (a second Ctrl-C; an import, merge or export cancelled).";
+
+namespace {
+// `run` takes SIGINT and SIGTERM from its first moment (docs/cli-run.md): from the executable's
+// .preinit_array, which the dynamic loader calls with main's arguments once the libraries are
+// mapped and relocated, before any of their initialisers (OpenBLAS starts its threads in its
+// own) and before main. Only for `run`: every other command keeps the dispositions it inherited
+// until it installs its own.
+void take_run_signals_first(int argc, char** argv, char** /*envp*/) {
+  if (argc > 1 && argv && argv[1] && std::strcmp(argv[1], "run") == 0) cli::take_stop_signals_early(cli::kRunCancelling);
+}
+}  // namespace
+__attribute__((section(".preinit_array"), used)) void (*const embedscope_preinit_run_signals)(int, char**, char**) =
+    take_run_signals_first;
 
 int main(int argc, char** argv) {
   CLI::App app{"embedscope: sharded embedding training workloads, profiled (headless CLI)"};

@@ -642,6 +642,11 @@ WorkloadSpec parse_workload(const json& j, const std::string& origin) {
 
 namespace detail {
 nlohmann::json read_json_file(const std::string& path, const char* what) {
+  // a folder or an empty file is said as a session's is (SessionReader: "is a directory, not a
+  // session file", "the file is empty (not a session)"), not as libc's read error or JSON's
+  // "unexpected end of input" at line 1, column 1
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw SpecError(fmt::format("{}: is a directory, not a {}", path, what));
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     throw SpecError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
@@ -660,6 +665,9 @@ nlohmann::json read_json_file(const std::string& path, const char* what) {
   const int err = errno;
   std::fclose(f);
   if (failed) throw SpecError(fmt::format("{}: cannot read: {}", path, std::strerror(err)));
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw SpecError(text.empty() ? fmt::format("{}: the file is empty (not a {})", path, what)
+                                 : fmt::format("{}: the file holds only blanks ({} bytes; not a {})", path, text.size(), what));
   // a binary file given for JSON (tester45 F12.10: `run --simulate s.db` answered "invalid
   // literal; last read: 'S'"): say what it is and what was expected
   if (text.rfind(std::string("SQLite format 3\0", 16), 0) == 0)

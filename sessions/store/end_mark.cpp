@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -154,6 +155,29 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why, Wal
     return false;
   };
   if (kept) kept->clear();
+  if (scanned) *scanned = {};
+  // Readers that checkpoint take turns on a lock of the -wal (flock; SQLite locks the database and
+  // the -shm, never the -wal, so a writer is never kept waiting by it) for the whole check and
+  // checkpoint, and open no connection to the file before they have it: the reader holding it is
+  // the only one of them with the file open, so neither its checkpoint nor its switch to journal
+  // mode DELETE is made to fail by theirs; the next one finds the -wal gone and reads the result.
+  // Before, each looked at the session through connections of its own while another tried to
+  // checkpoint, or read it already: readers started together all read `crashed`, but every
+  // checkpoint failed and the -wal stayed until a later lone `stats`.
+  const std::string wal_path = path + "-wal";
+  const int wal_fd = ::open(wal_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (wal_fd < 0) return no("no -wal file to checkpoint");
+  struct WalLock {
+    int fd;
+    ~WalLock() { ::close(fd); }  // the -wal's flock, for the next reader (its -wal may be gone now)
+  } wal_lock{wal_fd};
+  while (flock(wal_fd, LOCK_EX) != 0)  // waits for another reader's checkpoint
+    if (errno != EINTR) return no("its -wal cannot be locked");
+  // another reader folded it back meanwhile: the -wal is empty, gone, or a new one
+  struct stat locked {}, named {};
+  if (fstat(wal_fd, &locked) != 0 || locked.st_size == 0 || stat(wal_path.c_str(), &named) != 0 ||
+      named.st_ino != locked.st_ino || named.st_dev != locked.st_dev)
+    return no("no -wal file to checkpoint");
   const WalScan scan = scan_wal(path);
   if (scanned) *scanned = scan;
   if (!scan.present) return no("no -wal file to checkpoint");
@@ -171,28 +195,12 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why, Wal
   if (ended != "running") return no("its writer closed it");
   if (host != name) return no("its writer ran on another host");
   // A shared lock on the session: it cannot be had while a writer holds its LOCK_EX, and it does
-  // not look like a writer to the other readers' probes (probe_writer_lock: LOCK_SH). Before, the
-  // checkpoint took LOCK_EX here, and readers started at the same moment read the killed run as
-  // `running` and none of them checkpointed. Readers that checkpoint at once take turns on a lock
-  // of the -wal (flock; SQLite locks the database and the -shm, never the -wal): one folds it
-  // back, the others read the result.
+  // not look like a writer to the other readers' probes (probe_writer_lock: LOCK_SH).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return no("cannot be opened");
   if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
     detail::close_keeping_locks(fd);
     return no("a writer holds it");
-  }
-  const int wal_fd = ::open((path + "-wal").c_str(), O_RDONLY | O_CLOEXEC);
-  if (wal_fd < 0 || flock(wal_fd, LOCK_EX) != 0) {  // waits for another reader's checkpoint
-    if (wal_fd >= 0) ::close(wal_fd);
-    detail::close_keeping_locks(fd);
-    return no("its -wal cannot be opened");
-  }
-  struct stat wal_now {};
-  if (fstat(wal_fd, &wal_now) != 0 || wal_now.st_size == 0) {  // another reader folded it back meanwhile
-    ::close(wal_fd);
-    detail::close_keeping_locks(fd);
-    return no("another reader checkpointed it");
   }
   // what SQLite cannot read is kept beside it before the checkpoint (which keeps only the readable
   // prefix and empties the -wal): a reader never loses what was recorded (tester47 F11)
@@ -201,24 +209,31 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why, Wal
     std::string copy = path + "-wal.damaged";
     for (int i = 1; std::filesystem::exists(copy); ++i) copy = path + "-wal.damaged." + std::to_string(i);
     std::error_code ec;
-    std::filesystem::copy_file(path + "-wal", copy, ec);
+    std::filesystem::copy_file(wal_path, copy, ec);
     if (ec || std::filesystem::file_size(copy, ec) != static_cast<uintmax_t>(scan.file_bytes)) {
       std::filesystem::remove(copy, ec);
-      ::close(wal_fd);
       detail::close_keeping_locks(fd);
       return no("its -wal holds bytes SQLite cannot read and no copy of it could be written");
     }
     made = copy;
   }
+  // Leaving WAL mode checkpoints the whole log into FILE.db and deletes the -wal, all or nothing:
+  // it needs the only connection to the file, so another program with it open (the workbench,
+  // export) leaves it as it was, -wal and all, for a later reader (SQLite answers at once, and
+  // with the mode it kept: "wal"). A TRUNCATE checkpoint first, as before, emptied the -wal
+  // beside such a reader and then failed to leave WAL mode: FILE.db whole but in WAL mode, which
+  // no later reader changed (its -wal was empty).
   sqlite3* db = nullptr;
   bool ok = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK;
   if (ok) {
     sqlite3_busy_timeout(db, 500);
-    ok = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr) == SQLITE_OK &&
-         sqlite3_exec(db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr) == SQLITE_OK;
+    sqlite3_stmt* st = nullptr;
+    ok = sqlite3_prepare_v2(db, "PRAGMA journal_mode=DELETE", -1, &st, nullptr) == SQLITE_OK &&
+         sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) &&
+         std::strcmp(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "delete") == 0;
+    sqlite3_finalize(st);
   }
   sqlite3_close(db);  // before the descriptor: closing it drops this process's POSIX locks
-  ::close(wal_fd);     // the -wal's flock, for the next reader (its -wal may be gone now)
   detail::close_keeping_locks(fd);
   if (!ok && !made.empty()) {  // nothing changed: the -wal is still whole, the copy not needed
     std::error_code ec;
@@ -226,7 +241,7 @@ bool checkpoint_abandoned_session(const std::string& path, std::string* why, Wal
     made.clear();
   }
   if (kept) *kept = made;
-  return ok ? true : no("a reader has it open");
+  return ok ? true : no("another program has the session open (the workbench, export, compare, a script)");
 }
 
 }  // namespace embedscope::sessions

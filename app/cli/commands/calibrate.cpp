@@ -20,6 +20,7 @@
 #include "embedscope/engine/cost/calibration.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "embedscope/sessions/model/units.h"
+#include "embedscope/sessions/store/session.h"
 #include "output/output.h"
 #include "output_guard.h"
 
@@ -111,6 +112,10 @@ int cmd_calibrate(const CalibrateState& s) {
     throw es::SpecError(fmt::format("--name '{}': must not be empty (the profile's \"name\"; runs on it say \"hardware "
                                     "profile NAME\")", s.name));
   refuse_repeated_sessions(s);
+  // every session readable, before the fit's seconds of work and before -o's folder is made:
+  // SessionReader's errors name the file and say what it is (missing, a folder, empty, newer)
+  for (const auto& group : {s.sessions, s.check})
+    for (const auto& p : group) [[maybe_unused]] const embedscope::sessions::SessionReader opened(p);
   // an existing profile is replaced only when asked, as run / scenario / scaling / export do
   // (tester42 F15: it was overwritten silently); refused before the fit's seconds of work
   std::vector<std::string> inputs = s.sessions;
@@ -231,9 +236,10 @@ Command add_calibrate_command(CLI::App& app) {
                                  "Fit this machine's cost-model coefficients (lookup, optimizer, dense, memory kernels, "
                                  "collectives) from measured sessions into a hardware profile, and check it by "
                                  "simulating sessions");
-  cmd->add_option("sessions", s->sessions, "Sessions of cpu runs to fit from")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--check", s->check, "Held-out sessions to simulate with the fitted profile (step time vs measured)")
-      ->check(CLI::ExistingFile);
+  // each session is opened before any work (cmd_calibrate), which names a missing file, a folder, an
+  // empty file or a newer session as stats does (not CLI11's "sessions: File does not exist: X")
+  cmd->add_option("sessions", s->sessions, "Sessions of cpu runs to fit from")->required();
+  cmd->add_option("--check", s->check, "Held-out sessions to simulate with the fitted profile (step time vs measured)");
   cmd->add_option("-o,--output", s->output, "Write the profile JSON here (for run/plan/scaling --simulate FILE)")
       ->check(CLI::Validator(
           [](const std::string& v) { return empty_output_name_refusal(v, "leave -o out to write no profile"); }, "NAME"));

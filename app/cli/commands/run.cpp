@@ -63,15 +63,16 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   // The signal handling first, before the command reads, plans or creates anything (fixc49): from
   // here on a SIGINT or SIGTERM cancels (a second one stops at once), and one that comes before
   // the run starts ends the command without a session ("cancelled before the run started"). The
-  // process's start before this line creates no file, so a signal there, which ends the process
-  // by its default action (exit 130 / 143), can leave no partial session either.
+  // same handler has been in since the process's first code (main.cpp: take_stop_signals_early,
+  // before the shared libraries' initialisers); a signal in the dynamic loader's time before it
+  // ends the process by its default action (exit 130 / 143) and leaves no file.
   // The second-signal handling is installed before the first signal's handler: from the moment
   // that handler can print "Ctrl-C again stops at once", a second signal is this one's
   // (retest47 R2: a second SIGTERM in the window between the two killed the run, rc 143, no JSON).
   // A second signal records the stop in the session (tester41 #21; run_common.h), once set_session
   // named it.
   StopAtOnce& stop = StopAtOnce::install(as_json);
-  std::atomic<bool>& cancel = cancel_on_sigint("\ncancelling after the current step (Ctrl-C again stops at once)\n");
+  std::atomic<bool>& cancel = cancel_on_sigint(kRunCancelling);
   const es::FlightDumpRequest& flight = flight_dump_on_signals();  // SIGTERM cancels as SIGINT does
   // the session never replaces the workload, the plan or the profile it is run from (tester45 F7)
   refuse_output_that_is_an_input(output, "-o", {a.file, plan_file, a.simulate}, "run");

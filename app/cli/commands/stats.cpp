@@ -244,8 +244,8 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step, int64_
   // it into FILE.db, only where no writer is alive (tester41 #11)
   // a -wal with bytes SQLite cannot read (damaged, cut short: tester47 F11) is kept as FILE.db-wal.damaged
   ss::WalScan wal;
-  std::string kept;
-  if (ss::checkpoint_abandoned_session(file, nullptr, &wal, &kept)) {
+  std::string kept, not_folded;
+  if (ss::checkpoint_abandoned_session(file, &not_folded, &wal, &kept)) {
     if (kept.empty())
       std::cerr << "the run that wrote " << file << " was killed; its -wal file was checkpointed into " << file
                 << ", which is now the whole session\n";
@@ -253,8 +253,12 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step, int64_
       std::cerr << "the run that wrote " << file << " was killed; " << ss::describe_unread_wal(file, wal)
                 << ".\nWhat SQLite reads of it (" << wal.committed_frames << " frames) was checkpointed into " << file
                 << "; the whole -wal is kept as " << kept << ": the session may lack steps that were recorded\n";
-  } else if (wal.present && wal.unread_bytes > 0) {
-    std::cerr << ss::describe_unread_wal(file, wal) << "\n";
+  } else {
+    if (wal.present && wal.unread_bytes > 0) std::cerr << ss::describe_unread_wal(file, wal) << "\n";
+    // a killed run's -wal that could have been folded back but not now: say why (it is read as it is)
+    if (not_folded.rfind("another program", 0) == 0)
+      std::cerr << "the run that wrote " << file << " was killed; its -wal file could not be checkpointed into " << file
+                << " now: " << not_folded << "; the session is read with it, and a later stats folds it back\n";
   }
   const auto opened = open_for_stats(file);
   const ss::SessionReader& session = *opened;

@@ -2,6 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -62,8 +65,11 @@ std::vector<HostSlots> parse_hosts(std::string_view text, const std::string& nam
 }
 
 std::vector<HostSlots> read_hosts_file(const std::string& path) {
+  // said as a workload file's are (workload/reader.cpp): the folder, or why it cannot be opened
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw SpecError(fmt::format("{}: is a directory, not a hosts file", path));
   std::ifstream f(path);
-  if (!f) throw SpecError(fmt::format("{}: cannot read the hosts file", path));
+  if (!f) throw SpecError(fmt::format("{}: cannot open the hosts file: {}", path, std::strerror(errno)));
   std::stringstream ss;
   ss << f.rdbuf();
   return parse_hosts(ss.str(), path);

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -592,7 +593,7 @@ std::string gunzip(std::string_view data, const std::string& source, int64_t max
 Value load_file(const std::string& path, const PickleLimits& limits) {
   if (std::filesystem::is_directory(path)) throw PickleError(fmt::format("{}: is a directory, not a snapshot", path), -1);
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw PickleError(fmt::format("{}: cannot open", path), -1);
+  if (!f) throw PickleError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)), -1);
   std::stringstream ss;
   ss << f.rdbuf();
   std::string data = ss.str();

@@ -61,7 +61,9 @@ std::vector<int64_t> MemorySnapshotFile::used_devices() const {
 
 namespace {
 
-// A key path, rendered only for an error: segments[3].blocks[2].size
+// A key path, rendered only for an error: segments[3].blocks[2].size, the dotted form the
+// other importers name fields in (distributedInfo.rank); the root has none, and an error about
+// the whole snapshot names only the file.
 struct Path {
   const Path* parent = nullptr;
   const char* key = nullptr;  // nullptr: an index
@@ -121,7 +123,8 @@ class Parser {
  private:
   [[noreturn]] void fail(const Path& p, const std::string& why) const {
     const std::string at = p.str();
-    throw SnapshotError(fmt::format("{}: {}: {}", source_, at.empty() ? "/" : at, why));
+    if (at.empty()) throw SnapshotError(fmt::format("{}: {}", source_, why));
+    throw SnapshotError(fmt::format("{}: {}: {}", source_, at, why));
   }
   static const char* kind(const Value& v) { return Value::kind_name(v.kind()); }
 

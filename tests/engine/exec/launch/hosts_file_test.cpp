@@ -61,7 +61,8 @@ TEST(HostsFile, BadLinesAreNamedWithTheirLine) {
   EXPECT_EQ(hosts_error([] { parse_hosts("# nothing\n\n", "h.txt"); }),
             "h.txt: no host in it (one per line: ADDRESS [slots=N])");
   EXPECT_EQ(hosts_error([] { launch::read_hosts_file("/nonexistent/hosts"); }),
-            "/nonexistent/hosts: cannot read the hosts file");
+            "/nonexistent/hosts: cannot open the hosts file: No such file or directory");
+  EXPECT_EQ(hosts_error([] { launch::read_hosts_file("/tmp"); }), "/tmp: is a directory, not a hosts file");
 }
 
 TEST(HostsFile, RanksFillTheHostsInBlocksOfOneSize) {

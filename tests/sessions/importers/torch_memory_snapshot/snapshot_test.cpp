@@ -98,7 +98,7 @@ TEST(TorchSnapshot, BadStructureNamesTheKeyPath) {
                          Value::list({Value::dict({{Value::string("size"), blocks_size},
                                                    {Value::string("state"), Value::string("inactive")}})})}});
   };
-  EXPECT_EQ(error(Value::list()), "x.pickle: /: a memory snapshot is a dict, got list");
+  EXPECT_EQ(error(Value::list()), "x.pickle: a memory snapshot is a dict, got list");
   EXPECT_EQ(error(Value::dict()), "x.pickle: segments: missing: a memory snapshot has a list of segments");
   EXPECT_EQ(error(Value::dict({{Value::string("segments"), Value::list({seg(Value::integer(1024)), seg(Value::string("big"))})}})),
             "x.pickle: segments[1].blocks[0].size: must be an int, got str");

@@ -59,8 +59,12 @@ std::string describe_unread_wal(const std::string& path, const WalScan& scan);
 /// (a writer on another host over a network file system cannot be checked); no live writer
 /// holds it (its flock, or its pid alive: the check `--force-overwrite` makes); and the
 /// writer's lock is then taken (flock LOCK_EX | LOCK_NB) for the checkpoint, so a writer that
-/// started meanwhile makes it fail, not the other way round. A reader with the file open can
-/// make the checkpoint fail (SQLite waits 0.5 s): false. `why` (optional) says why not.
+/// started meanwhile makes it fail, not the other way round. Callers take turns: each holds an
+/// flock(LOCK_EX) of FILE.db-wal (which SQLite never locks: no writer waits for it) from before
+/// it opens anything of the session until it is done, so readers started together fold it
+/// once, the first of them, and the others find no -wal. Another program with the file open
+/// (the workbench, export) can make the checkpoint fail (SQLite waits 0.5 s): false, `why`
+/// "another program has the session open (...)". `why` (optional) says why not.
 /// The metadata is not changed (the session still reads "crashed"). Never throws.
 /// A -wal with bytes SQLite cannot read (scan_wal's unread_bytes > 0: damaged, cut short, or an
 /// uncommitted tail) is first copied to FILE.db-wal.damaged (FILE.db-wal.damaged.1, ... where that

@@ -128,7 +128,8 @@ struct MemorySnapshotFile {
   std::vector<int64_t> used_devices() const;
 };
 
-/// Parses an unpickled snapshot. Throws SnapshotError naming `source` and the key path, also
+/// Parses an unpickled snapshot. Throws SnapshotError "SOURCE: KEY.PATH: why" (the dotted key path
+/// the other importers use, segments[1].blocks[0].size; "SOURCE: why" for the whole snapshot), also
 /// for more than kMaxDevices device_traces lists and for sizes above kMaxSnapshotBytes.
 MemorySnapshotFile parse_snapshot(const pickle::Value& root, const std::string& source);
 
