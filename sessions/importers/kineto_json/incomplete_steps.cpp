@@ -189,16 +189,19 @@ void say_incomplete_steps(const std::vector<IncompleteStep>& incomplete, int32_t
   }
   if (gpu_count > 0)
     problems.add("cut_lost_gpu_events", Severity::data_loss, {gpu_file, -1},
-                 fmt::format("rank {}: the cut lost GPU events of step{} {}: {} of the {} kernel and copy launches in "
-                             "{} that survived have no GPU event in the file{} (Kineto writes the runtime and GPU "
-                             "events after the host ops), so {} incomplete and out of the step figures (the host ops "
-                             "kept)",
-                             rank, gpu_count == 1 ? "" : "s", gpu_steps, gpu_lost, gpu_launches,
-                             gpu_count == 1 ? "it" : "them",
-                             frontier >= 0 ? fmt::format(", and the file's runtime and GPU events stop at the cut at "
-                                                         "trace ts {:.3f} us, before {} end{}",
+                 fmt::format("rank {}: the cut lost GPU events of step{} {}: {}{}{} (Kineto writes the runtime and "
+                             "GPU events after the host ops), so {} incomplete and out of the step figures (the host "
+                             "ops kept)",
+                             rank, gpu_count == 1 ? "" : "s", gpu_steps,
+                             gpu_lost > 0 ? fmt::format("{} of the {} kernel and copy launches in {} that survived have "
+                                                        "no GPU event in the file",
+                                                        gpu_lost, gpu_launches, gpu_count == 1 ? "it" : "them")
+                                          : std::string(),
+                             gpu_lost > 0 && frontier >= 0 ? ", and " : "",
+                             frontier >= 0 ? fmt::format("the file's runtime and GPU events stop at the cut at trace ts "
+                                                         "{:.3f} us, before {} end{}",
                                                          static_cast<double>(frontier) / 1e3,
-                                                         gpu_count == 1 ? "its" : "their", gpu_count == 1 ? "s" : "")
+                                                         gpu_count == 1 ? "its" : "their", gpu_count == 1 ? "" : "s")
                                            : std::string(),
                              gpu_count == 1 ? "it is" : "they are"));
 }
