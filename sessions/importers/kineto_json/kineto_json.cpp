@@ -222,7 +222,9 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
       sources.push_back({{"file", f.file}, {"bytes", f.file_bytes}, {"uncompressed_bytes", f.text_bytes},
                          {"rank", r.rank}});
     if (r.rank < 0) continue;
-    if (!r.producer.empty()) producers.insert(r.producer);
+    // a trace without schemaVersion whose distributedInfo names a backend or NCCL version (an
+    // Embedscope Chrome export's): its producer line without the leading "; "
+    if (!r.producer.empty()) producers.insert(r.producer.rfind("; ", 0) == 0 ? r.producer.substr(2) : r.producer);
     if (r.world_size > 0 && r.rank >= r.world_size)  // the session's world grows to hold it
       problems.add("rank_outside_world", Severity::error, {r.file, -1},
                    fmt::format("{}: distributedInfo.rank {} is not below its world_size {}: the session's world is "
