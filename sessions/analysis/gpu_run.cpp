@@ -136,11 +136,18 @@ std::string trace_cut_text(const SessionReader& session, bool gpu_events_survive
       lost_step = fmt::format("trace cut    {}{}\n", p.example,
                               p.count > 1 ? fmt::format(" (and {} more rank{})", p.count - 1, p.count == 2 ? "" : "s")
                                           : std::string());
+  // the steps whose GPU events the cut lost (kineto incomplete_steps.h: cut_lost_gpu_events)
+  for (const auto& p : problems)
+    if (p.name == "cut_lost_gpu_events")
+      lost_step += fmt::format("trace cut    {}{}\n", p.example,
+                               p.count > 1 ? fmt::format(" (and {} more rank{})", p.count - 1, p.count == 2 ? "" : "s")
+                                           : std::string());
   // a trace that never had GPU events (no rank names a device: a CPU trace, testerB F3) lost none
   const auto ranks = session.ranks();
   const bool gpu_trace = std::any_of(ranks.begin(), ranks.end(), [](const RankInfo& r) { return !r.device.empty(); });
   for (const auto& p : problems)
-    if ((p.name == "truncated" || p.name == "gzip_cut_short") && p.severity == "data_loss") {
+    if ((p.name == "truncated" || p.name == "gzip_cut_short" || p.name == "broken_structure") &&
+        p.severity == "data_loss") {
       const std::string what = p.source.empty() ? std::string("the trace") : p.source;
       if (!gpu_events_survived && !gpu_trace)
         return fmt::format("trace cut    {} was cut short (import problem {}, data_loss): its events after the cut are "

@@ -69,6 +69,24 @@ std::string chrome_gpu_cat(OpCategory category, const std::string& name) {
   return memset ? "gpu_memset" : "gpu_memcpy";
 }
 
+std::string chrome_distributed_info(const SessionReader& session) {
+  const int64_t world = std::atoll(session.meta(meta::kWorldSize, "0").c_str());
+  if (world <= 0) return "";
+  nlohmann::json d{{"world_size", world}};
+  if (session.meta(meta::kImported, "0") == "1") {
+    if (const std::string b = session.meta(meta::kImportBackend, ""); !b.empty()) d["backend"] = b;
+    // the importer's producer line names the NCCL version ("...; NCCL 2.17.1; ...")
+    const std::string producer = session.meta(meta::kImportProducer, "");
+    if (const size_t at = producer.find("; NCCL "); at != std::string::npos) {
+      const size_t from = at + 7, to = producer.find(';', from);
+      std::string v = producer.substr(from, to == std::string::npos ? std::string::npos : to - from);
+      if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+      if (!v.empty()) d["nccl_version"] = v;
+    }
+  }
+  return d.dump(-1, ' ', false, kReplace);
+}
+
 void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   // "embedscope": the run's pipeline, planned steps and end in flat keys, as the Kineto export has
   // them, which `embedscope import` records so that its `stats` counts the run's steps as this
@@ -76,7 +94,12 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   nlohmann::json info{{"exporter", "embedscope export --format chrome"}};
   add_exported_run_keys(session, info);
   out << "{\"displayTimeUnit\":\"ns\",\"metadata\":" << nlohmann::json(session.metadata()).dump(-1, ' ', false, kReplace)
-      << ",\n\"embedscope\":" << info.dump(-1, ' ', false, kReplace) << ",\n\"traceEvents\":[\n";
+      << ",\n\"embedscope\":" << info.dump(-1, ' ', false, kReplace) << ",\n";
+  // the world size (and an imported trace's backend and NCCL version) as Kineto's distributedInfo:
+  // a re-import's world is the session's, not the ranks the file holds (each process "rank N"
+  // gives its rank), so that compare finds the two alike
+  if (const std::string dist = chrome_distributed_info(session); !dist.empty()) out << "\"distributedInfo\":" << dist << ",\n";
+  out << "\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const std::string& ev) {
     out << (first ? "" : ",\n") << ev;
@@ -97,8 +120,11 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   // a cuda run's synchronization waits (lane kind `sync`): Kineto's category for them, cuda_sync,
   // not their op category (other) (tester38)
   std::set<std::pair<int32_t, int32_t>> sync_lanes;
+  // an imported trace's GPU annotations (lane kind gpu_annotation): Kineto's gpu_user_annotation
+  std::set<std::pair<int32_t, int32_t>> gpu_annotation_lanes;
   for (const auto& l : session.lanes()) {
     if (l.kind == "sync") sync_lanes.insert({l.rank, l.lane});
+    if (l.kind == "gpu_annotation" && imported) gpu_annotation_lanes.insert({l.rank, l.lane});
     if (!seen_rank[l.rank]) {
       emit(fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":"rank {}{}"}}}})", l.rank, l.rank,
                        simulated ? " (simulated)" : ""));
@@ -148,6 +174,16 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
       // Kineto's "correlation"), an Embedscope run's a comm op's collective sequence ("sequence").
       std::string cat = sync_lanes.count({o.rank, o.lane}) ? "cuda_sync" : to_string(o.category);
       std::string args;
+      if (gpu_annotation_lanes.count({o.rank, o.lane})) {
+        cat = "gpu_user_annotation";
+        args = fmt::format(R"("embedscope category":"{}",)", to_string(o.category));
+      } else if (imported && stream == streams.end() && o.correlation && o.category != OpCategory::comm) {
+        // an imported trace's launch or other CUDA runtime call (a host op with its kernel's
+        // correlation): Kineto's cuda_runtime, not a host op (a comm op's correlation is a CPU
+        // rank's collective sequence, kineto trace_builder.cpp)
+        cat = "cuda_runtime";
+        args = fmt::format(R"("embedscope category":"{}",)", to_string(o.category));
+      }
       if (stream != streams.end()) {
         cat = chrome_gpu_cat(o.category, session.name(o.name_id));
         args = fmt::format(R"("device":{},"stream":{},"embedscope category":"{}",)", stream->second.device,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +45,71 @@ bool hta_memory_name(std::string_view n) {
          starts(n, "dma");
 }
 bool is_memset_name(std::string_view n) { return starts(n, "Memset") || starts(n, "memset"); }
+
+/// An imported synchronization record on a stream (Nsight's CUPTI_ACTIVITY_KIND_SYNCHRONIZATION
+/// "Stream Wait Event", "Event Synchronize", ...; Kineto's cuda_sync "Stream Sync", "Context
+/// Sync"): category other, a name of a wait or a sync. Kineto's category for it is cuda_sync.
+bool is_sync_name(OpCategory c, std::string_view n) {
+  return c == OpCategory::other && (n.find("Sync") != std::string_view::npos || n.find("Wait Event") != std::string_view::npos);
+}
+
+/// The number after `prefix` at the start of `name` ("stream 7 (cuda:0 ...)" -> 7), -1 none.
+int64_t number_after(std::string_view name, std::string_view prefix) {
+  if (!starts(name, prefix)) return -1;
+  int64_t v = 0;
+  size_t i = prefix.size(), digits = 0;
+  for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && digits < 15; ++i, ++digits) v = v * 10 + (name[i] - '0');
+  return digits > 0 && (i == name.size() || name[i] == ' ') ? v : -1;
+}
+
+/// An imported rank's stream and GPU annotation lanes -> the CUDA stream id of their name
+/// ("stream N", "annotations of stream N"), where every stream lane has one of its own (> 0,
+/// none twice); else none (the lanes are numbered lane + 1).
+/// An imported rank's host process and threads as its lane names give them: "thread T (NAME)"
+/// (NAME the trace's thread name) or "thread T (pid P)" (a thread without a name, of process P).
+struct ImportedThreads {
+  int64_t pid = 0;                                             ///< 0: none named
+  std::map<int32_t, std::pair<int64_t, std::string>> tid;      ///< lane -> (tid, thread name; "" none)
+};
+
+ImportedThreads imported_threads(const SessionReader& session, int32_t rank) {
+  ImportedThreads out;
+  std::set<int64_t> seen;
+  for (const auto& l : session.lanes()) {
+    if (l.rank != rank || l.kind != "thread" || !starts(l.name, "thread ") || l.name.back() != ')') continue;
+    const size_t open = l.name.find(" (", 7);
+    if (open == std::string::npos) continue;
+    const std::string num = l.name.substr(7, open - 7);
+    char* end = nullptr;
+    const long long tid = std::strtoll(num.c_str(), &end, 10);
+    if (num.empty() || *end != '\0' || !seen.insert(tid).second || tid < INT32_MIN || tid > INT32_MAX) continue;
+    std::string name = l.name.substr(open + 2, l.name.size() - open - 3);
+    if (const int64_t pid = number_after(name, "pid "); pid > 0 && std::to_string(pid) == name.substr(4)) {
+      out.pid = pid;
+      name.clear();
+    }
+    out.tid[l.lane] = {tid, name};
+  }
+  // a tid that is the launch thread's would merge two lanes
+  if (std::any_of(out.tid.begin(), out.tid.end(), [](const auto& t) { return t.second.first == kKinetoLaunchTid; })) return {};
+  return out;
+}
+
+std::map<int32_t, int64_t> imported_stream_ids(const SessionReader& session, int32_t rank) {
+  std::map<int32_t, int64_t> ids;
+  std::set<int64_t> seen;
+  for (const auto& l : session.lanes()) {
+    if (l.rank != rank) continue;
+    if (l.kind == "stream" || l.kind == "sync") {
+      const int64_t n = number_after(l.name, "stream ");
+      if (n <= 0 || !seen.insert(n).second) return {};
+      ids[l.lane] = n;
+    } else if (l.kind == "gpu_annotation") {
+      if (const int64_t n = number_after(l.name, "annotations of stream "); n > 0) ids[l.lane] = n;
+    }
+  }
+  return ids;
+}
 
 }  // namespace
 
@@ -173,6 +239,18 @@ KinetoCommArgs kineto_comm_args(const CollectiveRecord& c, int64_t all_reduce_co
   return a;
 }
 
+std::string kineto_device_name(const std::string& device) {
+  const size_t open = device.rfind(" (cuda:");
+  if (open == std::string::npos || device.empty() || device.back() != ')') return device;
+  size_t i = open + 7, digits = 0;
+  while (i < device.size() && device[i] >= '0' && device[i] <= '9') ++i, ++digits;
+  if (digits == 0) return device;
+  const std::string_view rest = std::string_view(device).substr(i);
+  const bool plain = rest == ")";
+  const bool of_host = rest.substr(0, 9) == " of rank " && rest.size() >= 9 + 8 && rest.substr(rest.size() - 8) == "'s host)";
+  return plain || of_host ? device.substr(0, open) : device;
+}
+
 std::string kineto_trace_file_name(int32_t rank) { return fmt::format("rank_{}.json", rank); }
 
 std::vector<std::string> kineto_export_files(const SessionReader& session) {
@@ -228,12 +306,38 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
   }
   std::sort(colls.begin(), colls.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
 
-  const int64_t host_pid = kKinetoHostPidBase + rank;
+  const ImportedThreads threads = imported ? imported_threads(session, rank) : ImportedThreads{};
+  const int64_t host_pid = threads.pid != 0 ? threads.pid : kKinetoHostPidBase + rank;
   const int64_t device = rank;
+  // a host lane's tid: an imported trace's own (its lane name "thread T (...)"), else the lane
+  const auto tid_of = [&](int32_t lane) -> int64_t {
+    auto it = threads.tid.find(lane);
+    return it != threads.tid.end() ? it->second.first : lane;
+  };
+  // An imported trace is written on its own clock (ts as the trace had them: its origin added
+  // back), so that its events can be matched to the original, to Nsight or to NCCL logs.
+  const int64_t t0 = imported ? std::atoll(session.meta(meta::kImportOriginNs, "0").c_str()) : 0;
+  const auto ts_us = [t0](int64_t ns) { return ns_to_us(ns + t0); };
+  // an imported trace's stream lanes keep their CUDA stream ids, its GPU annotation lanes the
+  // stream they were drawn on (lane names "stream N (...)", "annotations of stream N (...)")
+  const std::map<int32_t, int64_t> stream_ids = imported ? imported_stream_ids(session, rank) : std::map<int32_t, int64_t>{};
+  const auto stream_of = [&](const LaneInfo& l) {
+    auto it = stream_ids.find(l.lane);
+    return it != stream_ids.end() ? it->second : static_cast<int64_t>(l.lane) + 1;
+  };
+  // an imported trace's record_function ranges (Kineto cat user_annotation): stay annotations
+  std::set<std::string> annotation_names;
+  if (imported)
+    if (const std::string a = session.meta(meta::kImportAnnotationNames, ""); !a.empty()) {
+      const nlohmann::json j = nlohmann::json::parse(a, nullptr, false);
+      if (j.is_array())
+        for (const auto& n : j)
+          if (n.is_string()) annotation_names.insert(n.get<std::string>());
+    }
   auto is_stream = [](const LaneInfo& l) { return l.kind == "stream" || l.kind == "sync"; };
   const bool has_streams = std::any_of(lanes.begin(), lanes.end(), is_stream);
   // every lane's ops, those of the measured steps only on an Embedscope session
-  std::vector<std::pair<LaneInfo, std::vector<OpRecord>>> host_lanes, stream_lanes;
+  std::vector<std::pair<LaneInfo, std::vector<OpRecord>>> host_lanes, stream_lanes, gpu_annotation_lanes;
   for (const auto& l : lanes) {
     std::vector<OpRecord> ops = session.lane_ops(rank, l.lane);
     if (drop_warmup) {
@@ -241,7 +345,8 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
       left_out += ops.end() - kept;
       ops.erase(kept, ops.end());
     }
-    (is_stream(l) ? stream_lanes : host_lanes).push_back({l, std::move(ops)});
+    (is_stream(l) ? stream_lanes : l.kind == "gpu_annotation" ? gpu_annotation_lanes : host_lanes)
+        .push_back({l, std::move(ops)});
   }
 
   // --- header: distributedInfo first, `"rank": N` with a space (HTA's trace_file.py finds a
@@ -252,14 +357,20 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
                                    : backend == "cpu" ? std::string("gloo")
                                    : simulated        ? std::string("nccl (simulated)")
                                                       : std::string("nccl");
+  std::string nccl_version;  // an imported trace's, from the importer's producer line ("; NCCL 2.17.1")
+  if (imported) {
+    const nlohmann::json d = nlohmann::json::parse(chrome_distributed_info(session), nullptr, false);
+    if (d.is_object() && d.contains("nccl_version")) nccl_version = d["nccl_version"].get<std::string>();
+  }
   out << "{\n  \"distributedInfo\": {"
       << (dist_backend.empty() ? std::string() : "\"backend\": " + jstr(dist_backend) + ", ") << "\"rank\": " << rank
-      << ", \"world_size\": " << world << "},\n";
+      << ", \"world_size\": " << world
+      << (nccl_version.empty() ? std::string() : ", \"nccl_version\": " + jstr(nccl_version)) << "},\n";
   out << "  \"schemaVersion\": 1,\n";
-  if (const std::string anchor = session.meta(meta::kWallAnchorUnixNs, ""); !anchor.empty() && !imported)
-    out << "  \"baseTimeNanoseconds\": " << std::atoll(anchor.c_str()) << ",\n";
+  if (const std::string anchor = session.meta(meta::kWallAnchorUnixNs, ""); !anchor.empty())
+    out << "  \"baseTimeNanoseconds\": " << std::atoll(anchor.c_str()) - t0 << ",\n";  // the import's anchor is base + origin
   if (has_streams) {
-    const std::string dev_name = rank_info.empty() ? std::string("unknown GPU") : rank_info.front().device;
+    const std::string dev_name = rank_info.empty() ? std::string("unknown GPU") : kineto_device_name(rank_info.front().device);
     const int64_t mem = rank_info.empty() ? 0 : rank_info.front().memory_capacity_bytes;
     out << "  \"deviceProperties\": [{\"id\": " << device << ", \"name\": " << jstr(dev_name)
         << ", \"totalGlobalMem\": " << mem << "}],\n";
@@ -271,7 +382,8 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
                       {"backend", backend},
                       {"simulated", simulated},
                       {"imported", imported},
-                      {"clock", "session ns / 1000 (ts and dur in us with 3 decimals)"},
+                      {"clock", imported ? "the imported trace's own ts (session ns + import_origin_ns) / 1000, in us with 3 decimals"
+                                         : "session ns / 1000 (ts and dur in us with 3 decimals)"},
                       {"note", simulated ? "SIMULATED session: every time here comes from a cost model, nothing was measured"
                                : !has_streams ? "host threads only: no GPU kernels (HTA's kernel analyses find none)"
                                : imported ? "launch events (cuda_runtime) are the imported trace's own; a GPU event it "
@@ -299,11 +411,13 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
   for (const auto& l : lanes) {
     if (is_stream(l)) {
       w.emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", device,
-                         l.lane + 1, jstr(fmt::format("stream {} ({})", l.lane + 1, l.name))));
+                         stream_of(l), jstr(imported ? l.name : fmt::format("stream {} ({})", stream_of(l), l.name))));
     } else {
       if (first_host_lane < 0) first_host_lane = l.lane;
-      w.emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", host_pid, l.lane,
-                         jstr(l.name)));
+      const auto it = threads.tid.find(l.lane);
+      if (it == threads.tid.end() || !it->second.second.empty())  // an imported thread without a name: none
+        w.emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", host_pid,
+                           tid_of(l.lane), jstr(it == threads.tid.end() ? l.name : it->second.second)));
     }
   }
   if (has_streams)
@@ -387,16 +501,17 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
     for (const auto& o : ops) {
       const std::string& nm = session.name(o.name_id);
       const bool unfinished = o.start_ns == o.end_ns && is_did_not_end_name(nm);
-      if (o.category == OpCategory::comm && !unfinished) host_comm.push_back({o.start_ns, o.end_ns, l.lane});
+      if (o.category == OpCategory::comm && !unfinished) host_comm.push_back({o.start_ns, o.end_ns, static_cast<int32_t>(tid_of(l.lane))});
       std::string args = fmt::format(R"("embedscope category":"{}","embedscope step":{})", to_string(o.category), o.step);
-      const char* cat = "cpu_op";
+      const char* cat = annotation_names.count(nm) || (imported && l.kind == "annotation") ? "user_annotation" : "cpu_op";
+      const int64_t lane_pid = host_pid, lane_tid = tid_of(l.lane);
       if (imported && o.correlation &&
           !(o.category == OpCategory::comm && collective_calls.count({o.correlation, o.start_ns}))) {  // a launch of the trace: Kineto's runtime call
         cat = "cuda_runtime";
         args += fmt::format(R"(,"correlation":{})", o.correlation);
       } else if (auto p = imported ? param_op.find({l.lane, o.start_ns}) : param_op.end(); p != param_op.end()) {
         nlohmann::json a = comm_args(colls[p->second]);
-        params.push_back({o.start_ns, o.end_ns, l.lane, a, p->second});
+        params.push_back({o.start_ns, o.end_ns, static_cast<int32_t>(lane_tid), a, p->second});
         a["embedscope collective"] = colls[p->second].name;
         const std::string d = a.dump(-1, ' ', false, kReplace);
         args += "," + d.substr(1, d.size() - 2);
@@ -406,8 +521,8 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
       }
       // an op the profiler never saw end: Kineto's negative duration, under the op's own name
       w.emit(fmt::format(R"({{"ph":"X","cat":"{}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})", cat,
-                         jstr(unfinished ? without_did_not_end(nm) : std::string_view(nm)), host_pid, l.lane,
-                         ns_to_us(o.start_ns), unfinished ? std::string("-1") : ns_to_us(o.end_ns - o.start_ns), args));
+                         jstr(unfinished ? without_did_not_end(nm) : std::string_view(nm)), lane_pid, lane_tid,
+                         ts_us(o.start_ns), unfinished ? std::string("-1") : ns_to_us(o.end_ns - o.start_ns), args));
     }
   }
   std::sort(host_comm.begin(), host_comm.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
@@ -417,7 +532,7 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
   for (size_t i = 0; i < colls.size(); ++i) {
     if (on_op[i]) continue;  // written above, on the trace's own span
     const CollectiveRecord& c = colls[i];
-    int32_t tid = has_streams ? kKinetoLaunchTid : (first_host_lane >= 0 ? first_host_lane : 0);
+    int32_t tid = has_streams ? kKinetoLaunchTid : (first_host_lane >= 0 ? static_cast<int32_t>(tid_of(first_host_lane)) : 0);
     // the host comm op that holds it: among the last few that start at or before it
     auto h = std::upper_bound(host_comm.begin(), host_comm.end(), c.start_ns,
                               [](int64_t t, const HostComm& x) { return t < x.start; });
@@ -431,7 +546,7 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
     args["embedscope collective"] = c.name;
     args["embedscope step"] = c.step;
     w.emit(fmt::format(R"({{"ph":"X","cat":"cpu_op","name":"record_param_comms","pid":{},"tid":{},"ts":{},"dur":{},"args":{}}})",
-                       host_pid, tid, ns_to_us(c.start_ns), ns_to_us(c.end_ns - c.start_ns),
+                       host_pid, tid, ts_us(c.start_ns), ns_to_us(c.end_ns - c.start_ns),
                        args.dump(-1, ' ', false, kReplace)));
   }
   std::sort(params.begin(), params.end(), [](const Param& a, const Param& b) { return a.start < b.start; });
@@ -463,7 +578,7 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
   // the host (HTA keeps only kernels launched from the profiled steps)
   uint64_t correlation = next_correlation;
   for (const auto& [l, ops] : stream_lanes) {
-    const int64_t stream = l.lane + 1;  // > 0: HTA gives stream 0 kernels no iteration
+    const int64_t stream = stream_of(l);  // > 0: HTA gives stream 0 kernels no iteration
     for (const auto& o : ops) {
       std::string nm = session.name(o.name_id);
       const bool unfinished = o.start_ns == o.end_ns && is_did_not_end_name(nm);
@@ -471,7 +586,7 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
       const char* cat = "kernel";
       const char* launch = "cudaLaunchKernel";
       std::string name = nm;
-      if (l.kind == "sync") {
+      if (l.kind == "sync" || (imported && is_sync_name(o.category, nm))) {
         cat = "cuda_sync", launch = "cudaStreamSynchronize";
       } else if (o.category == OpCategory::memcpy || hta_memory_name(nm)) {
         const bool memset = is_memset_name(nm);
@@ -497,9 +612,9 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
             const std::string a = p.args.dump(-1, ' ', false, kReplace);
             args += "," + a.substr(1, a.size() - 2);
             w.emit(fmt::format(R"({{"ph":"X","cat":"kernel","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})",
-                               jstr(knm), device, stream, ns_to_us(c.start_ns), ns_to_us(c.end_ns - c.start_ns), args));
+                               jstr(knm), device, stream, ts_us(c.start_ns), ns_to_us(c.end_ns - c.start_ns), args));
             w.emit(fmt::format(R"({{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":{},"tid":{},"ts":{},"dur":0,"args":{{"correlation":{},"synthesized":true}}}})",
-                               host_pid, p.tid, ns_to_us(c.start_ns), correlation));
+                               host_pid, p.tid, ts_us(c.start_ns), correlation));
           }
           continue;
         }
@@ -539,21 +654,29 @@ void export_kineto_rank(const SessionReader& session, int32_t rank, std::ostream
         args += "," + a.substr(1, a.size() - 2);
       }
       w.emit(fmt::format(R"({{"ph":"X","cat":"{}","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{{}}}}})", cat,
-                         jstr(name), device, stream, ns_to_us(o.start_ns),
+                         jstr(name), device, stream, ts_us(o.start_ns),
                          unfinished ? std::string("-1") : ns_to_us(o.end_ns - o.start_ns), args));
       if (!launched && !imported)
         w.emit(fmt::format(R"({{"ph":"X","cat":"cuda_runtime","name":"{}","pid":{},"tid":{},"ts":{},"dur":0,"args":{{"correlation":{},"synthesized":true}}}})",
-                           launch, host_pid, tid, ns_to_us(ts), corr));
+                           launch, host_pid, tid, ts_us(ts), corr));
     }
   }
 
+  // --- an imported trace's GPU annotations (Kineto cat gpu_user_annotation): on the GPU's
+  // process, the tid of the stream they were drawn on, as Kineto writes them
+  for (const auto& [l, ops] : gpu_annotation_lanes)
+    for (const auto& o : ops)
+      w.emit(fmt::format(R"({{"ph":"X","cat":"gpu_user_annotation","name":{},"pid":{},"tid":{},"ts":{},"dur":{},"args":{{"embedscope category":"{}","embedscope step":{}}}}})",
+                         jstr(session.name(o.name_id)), device, stream_of(l), ts_us(o.start_ns),
+                         ns_to_us(o.end_ns - o.start_ns), to_string(o.category), o.step));
+
   // --- steps: Kineto's ProfilerStep#N on the rank's first host thread (HTA numbers iterations
   // by them; its pattern ProfilerStep#(\d+) has no sign, so warm-up steps, numbered < 0, are left out)
-  const int32_t step_tid = first_host_lane >= 0 ? first_host_lane : kKinetoLaunchTid;
+  const int64_t step_tid = first_host_lane >= 0 ? tid_of(first_host_lane) : kKinetoLaunchTid;
   for (const auto& s : session.steps()) {
     if (s.rank != rank || s.step < 0 || s.end_ns < s.start_ns) continue;
     w.emit(fmt::format(R"({{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{}}}})",
-                       s.step, host_pid, step_tid, ns_to_us(s.start_ns), ns_to_us(s.end_ns - s.start_ns)));
+                       s.step, host_pid, step_tid, ts_us(s.start_ns), ns_to_us(s.end_ns - s.start_ns)));
   }
   out << "\n  ]\n}\n";
 }

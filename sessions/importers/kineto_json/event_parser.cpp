@@ -1,4 +1,5 @@
 #include "importers/kineto_json/event_parser.h"
+#include "importers/kineto_json/time_unit.h"
 
 #include <simdjson.h>
 
@@ -252,6 +253,10 @@ void Parser::top_level(const std::string& key, const Span& sp) {
   if (key == "embedscope") {  // an Embedscope export's run: pipeline, planned steps, end (tester53 F3)
     read_exported_run(std::string_view(in.data() + sp.begin, sp.end - sp.begin), where(sp.begin), at(sp.begin), tr,
                       problems);
+    return;
+  }
+  if (key == "displayTimeUnit") {
+    tr.display_time_unit_ns = std::string_view(in.data() + sp.begin, sp.end - sp.begin) == "\"ns\"";
     return;
   }
   if (key != "distributedInfo" && key != "baseTimeNanoseconds" && key != "deviceProperties" && key != "schemaVersion")
@@ -613,7 +618,9 @@ RankTrace parse_trace_file(const std::string& path, Interner& names, ImportProbl
   // a bare array without schemaVersion on the legacy profiler's pids: PyTorch without Kineto
   tr.legacy_profiler = f.bare_array && ps.legacy_pid && tr.producer.empty();
   if (tr.legacy_profiler) tr.producer = "PyTorch profiler trace (legacy, no Kineto)";
-  tr.cut = f.truncated || !in.gzip_error.empty();
+  // a character that breaks the structure ends the reading as a cut does: the events after it
+  // (a Kineto trace's GPU events come last) are lost
+  tr.cut = f.truncated || !in.gzip_error.empty() || !f.structure_error.empty();
   tr.last_before_cut = tr.cut ? static_cast<int64_t>(tr.events.size()) - 1 : -1;  // before the unfinished "B"s below
   if (f.truncated)
     problems.add("truncated", Severity::data_loss, {path, static_cast<int64_t>(f.truncated_at)},
@@ -644,6 +651,7 @@ RankTrace parse_trace_file(const std::string& path, Interner& names, ImportProbl
                  static_cast<int64_t>(stack.size()));
     for (const auto& b : stack) ps.add_unfinished(b.ts, names.id(did_not_end_name(names.text(b.name))), lane, b.kind);
   }
+  apply_time_unit(tr, path, tr.display_time_unit_ns, problems);
   return tr;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -66,6 +67,51 @@ void find_aborted(const RankTrace& tr, const std::vector<Step>& steps, const Int
   a.earlier_steps = earlier;
   out.push_back(std::move(a));
 }
+
+/// The steps of a cut `tr` whose GPU events the cut lost (incomplete_steps' rule), after `out`.
+void find_gpu_lost(const RankTrace& tr, const std::vector<Step>& steps, const Interner& names,
+                   std::vector<IncompleteStep>& out) {
+  if ((!tr.cut && tr.earlier_window_cuts.empty()) || steps.empty()) return;
+  std::unordered_set<uint64_t> on_gpu;
+  for (const Event& e : tr.events)
+    if (on_stream(e.kind) && e.correlation) on_gpu.insert(e.correlation);
+  if (on_gpu.empty()) return;  // no GPU event survived: host-thread figures, whole per step
+  std::vector<bool> launch_name(names.size(), false);
+  for (uint32_t id = 0; id < names.size(); ++id) {
+    const std::string& n = names.text(id);
+    launch_name[id] = n.find("Launch") != std::string::npos || n.find("Memcpy") != std::string::npos;
+  }
+  // The frontier: the file's last event before its own cut, when a runtime call or a GPU event
+  // (Kineto writes those after every host op, roughly in time order): the events of the steps
+  // that end after it were written after the cut.
+  int64_t frontier = std::numeric_limits<int64_t>::max();
+  if (tr.cut && tr.last_before_cut >= 0 && static_cast<size_t>(tr.last_before_cut) < tr.events.size())
+    if (const Event& at = tr.events[static_cast<size_t>(tr.last_before_cut)]; at.kind != EventKind::cpu) frontier = at.ts;
+  std::vector<int64_t> launches(steps.size(), 0), lost(steps.size(), 0);
+  for (const Event& e : tr.events) {
+    if (e.kind != EventKind::runtime || !e.correlation || e.name >= launch_name.size() || !launch_name[e.name]) continue;
+    auto it = std::upper_bound(steps.begin(), steps.end(), e.ts, [](int64_t t, const Step& s) { return t < s.ts; });
+    if (it == steps.begin() || e.ts >= std::prev(it)->end) continue;
+    const auto i = static_cast<size_t>(std::prev(it) - steps.begin());
+    ++launches[i];
+    lost[i] += on_gpu.count(e.correlation) ? 0 : 1;
+  }
+  const std::string file = tr.sources.size() > 1 ? tr.sources.back().file : tr.file;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (lost[i] == 0 && steps[i].end <= frontier) continue;
+    if (std::any_of(out.begin(), out.end(), [&](const IncompleteStep& s) { return s.number == steps[i].number; }))
+      continue;
+    IncompleteStep g;
+    g.why = IncompleteStep::Why::gpu_lost;
+    g.number = steps[i].number;
+    g.file = file;
+    g.launches = launches[i];
+    g.launches_lost = lost[i];
+    g.past_frontier = steps[i].end > frontier;
+    g.frontier = frontier;
+    out.push_back(std::move(g));
+  }
+}
 }  // namespace
 
 std::vector<IncompleteStep> incomplete_steps(const RankTrace& tr, const std::vector<Step>& steps, const Interner& names) {
@@ -96,12 +142,24 @@ std::vector<IncompleteStep> incomplete_steps(const RankTrace& tr, const std::vec
     out.push_back(std::move(s));
   }
   find_aborted(tr, steps, names, out);
+  find_gpu_lost(tr, steps, names, out);
   return out;
 }
 
 void say_incomplete_steps(const std::vector<IncompleteStep>& incomplete, int32_t rank, const std::vector<OpEvent>& ops,
                           const std::vector<CollectiveRecord>& collectives, ImportProblems& problems) {
+  std::string gpu_steps, gpu_file;
+  int64_t gpu_launches = 0, gpu_lost = 0, gpu_count = 0, frontier = -1;
   for (const IncompleteStep& s : incomplete) {
+    if (s.why == IncompleteStep::Why::gpu_lost) {
+      gpu_steps += fmt::format("{}{}", gpu_steps.empty() ? "" : ", ", s.number);
+      gpu_file = s.file;
+      gpu_launches += s.launches;
+      gpu_lost += s.launches_lost;
+      if (s.past_frontier) frontier = s.frontier;
+      ++gpu_count;
+      continue;
+    }
     int64_t in_step = 0, events_kept = 0, colls_kept = 0;
     for (const OpEvent& o : ops) {
       in_step += o.step == s.number ? 1 : 0;
@@ -129,6 +187,23 @@ void say_incomplete_steps(const std::vector<IncompleteStep>& incomplete, int32_t
                           colls_kept == 1 ? "" : "s", s.lost);
     problems.add("last_step_cut", Severity::data_loss, {s.file, -1}, text);
   }
+  if (gpu_count > 0)
+    problems.add("cut_lost_gpu_events", Severity::data_loss, {gpu_file, -1},
+                 fmt::format("rank {}: the cut lost GPU events of step{} {}: {}{}{} (Kineto writes the runtime and "
+                             "GPU events after the host ops), so {} incomplete and out of the step figures (the host "
+                             "ops kept)",
+                             rank, gpu_count == 1 ? "" : "s", gpu_steps,
+                             gpu_lost > 0 ? fmt::format("{} of the {} kernel and copy launches in {} that survived have "
+                                                        "no GPU event in the file",
+                                                        gpu_lost, gpu_launches, gpu_count == 1 ? "it" : "them")
+                                          : std::string(),
+                             gpu_lost > 0 && frontier >= 0 ? ", and " : "",
+                             frontier >= 0 ? fmt::format("the file's runtime and GPU events stop at the cut at trace ts "
+                                                         "{:.3f} us, before {} end{}",
+                                                         static_cast<double>(frontier) / 1e3,
+                                                         gpu_count == 1 ? "its" : "their", gpu_count == 1 ? "" : "s")
+                                           : std::string(),
+                             gpu_count == 1 ? "it is" : "they are"));
 }
 
 }  // namespace embedscope::sessions::importers::kineto

@@ -222,7 +222,9 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
       sources.push_back({{"file", f.file}, {"bytes", f.file_bytes}, {"uncompressed_bytes", f.text_bytes},
                          {"rank", r.rank}});
     if (r.rank < 0) continue;
-    if (!r.producer.empty()) producers.insert(r.producer);
+    // a trace without schemaVersion whose distributedInfo names a backend or NCCL version (an
+    // Embedscope Chrome export's): its producer line without the leading "; "
+    if (!r.producer.empty()) producers.insert(r.producer.rfind("; ", 0) == 0 ? r.producer.substr(2) : r.producer);
     if (r.world_size > 0 && r.rank >= r.world_size)  // the session's world grows to hold it
       problems.add("rank_outside_world", Severity::error, {r.file, -1},
                    fmt::format("{}: distributedInfo.rank {} is not below its world_size {}: the session's world is "
@@ -302,8 +304,35 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
       clocks.push_back(std::move(clock));
       release_events(r);
     }
-    if (clocks.size() > 1 && !check_unrelated_clocks(kept, epoch, clocks, problems))
-      check_wall_clock_agreement(clocks, problems);
+    // A rank whose file was cut short lost the collectives after the cut (a Kineto trace's GPU
+    // events, its NCCL kernels, come last): matched by order against another rank's whole list,
+    // its few survivors pair with the wrong ones and read as a clock off by a step. Its clock is
+    // left out of the check, which says so (info clock_check_skips_cut).
+    std::vector<RankRecords> whole_clocks;
+    std::vector<kineto::RankTrace> whole;  // the uncut ranks' metadata for check_unrelated_clocks
+    std::vector<bool> whole_epoch;
+    std::string cut_ranks;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const bool cut = kept[i].cut || !kept[i].earlier_window_cuts.empty();
+      if (cut) {
+        cut_ranks += fmt::format("{}rank {} ({})", cut_ranks.empty() ? "" : ", ", kept[i].rank, kept[i].file);
+        continue;
+      }
+      whole_clocks.push_back(std::move(clocks[i]));
+      whole.push_back(kineto::RankTrace{});
+      whole.back().rank = kept[i].rank;
+      whole.back().file = kept[i].file;
+      whole_epoch.push_back(epoch[i]);
+    }
+    if (!cut_ranks.empty() && kept.size() > 1)
+      problems.add("clock_check_skips_cut", Severity::info, {kept.front().file, -1},
+                   fmt::format("{} {} cut short: {} collectives after the cut are lost, so {} clock is not compared "
+                               "with the other ranks' (no clock_disagreement from a cut trace)",
+                               cut_ranks, cut_ranks.find(", rank") == std::string::npos ? "was" : "were",
+                               cut_ranks.find(", rank") == std::string::npos ? "its" : "their",
+                               cut_ranks.find(", rank") == std::string::npos ? "its" : "their"));
+    if (whole_clocks.size() > 1 && !check_unrelated_clocks(whole, whole_epoch, whole_clocks, problems))
+      check_wall_clock_agreement(whole_clocks, problems);
     check_time_ranges_overlap(spans, problems);
   }
   summary.origin_ns = origin;

@@ -143,6 +143,8 @@ struct RankTrace {
   bool categories_from_cat = false;
   int64_t world_size = 0;
   std::string producer;          ///< schemaVersion, NCCL version, ...
+  /// the document's "displayTimeUnit" is "ns" (time_unit.h)
+  bool display_time_unit_ns = false;
   int64_t base_time_ns = -1;     ///< baseTimeNanoseconds, -1 absent
   std::vector<std::string> devices;  ///< deviceProperties names, by id
   std::vector<int64_t> device_memory;  ///< deviceProperties totalGlobalMem, bytes, by id (0: absent)

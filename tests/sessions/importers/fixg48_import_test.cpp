@@ -122,9 +122,15 @@ TEST(Fixg48Import, ACutTraceWithholdsTheGpuVerdictAndSaysTheCut) {
   EXPECT_EQ(busy.substr(0, 19), "GPU busy     53.3% ");
   EXPECT_NE(busy.find("): partly host-bound: the GPU waits for the host part of each step"), std::string::npos) << busy;
   EXPECT_EQ(texts[0].find("trace cut"), std::string::npos) << texts[0];
-  // the same figure, the verdict withheld, then the cut named with its file
-  const std::string figure = busy.substr(0, busy.find("): ") + 1);
-  EXPECT_EQ(texts[1], figure + kG48NoVerdict + "\ntrace cut    " + cut + kG48Cut + "\n");
+  // the verdict withheld, then the cut named with its file, and the step whose runtime and GPU
+  // events the cut lost (step 3, which ends after the last event before the cut, at 220 us: out
+  // of the step figures, so the figure is steps 1 and 2's)
+  const std::string cut_busy = g48_line(texts[1], "GPU busy     ");
+  EXPECT_EQ(cut_busy.substr(cut_busy.find("): ") + 1), kG48NoVerdict) << texts[1];
+  EXPECT_NE(texts[1].find("\ntrace cut    " + cut + kG48Cut + "\ntrace cut    rank 0: the cut lost GPU events of step 3: the "
+                          "file's runtime and GPU events stop at the cut at trace ts 220.000 us, before its end"),
+            std::string::npos)
+      << texts[1];
 }
 
 // F7 on the real trace, as tester48 cut it (its first 5,000,000 bytes): stats and compare.
@@ -141,8 +147,9 @@ TEST(Fixg48Import, TheRealCutTraceHasNoHostBoundVerdictInStatsAndCompare) {
   G48Run s = g48_cli(dir, "stats cut.db");
   ASSERT_EQ(s.code, 0) << s.err;
   EXPECT_EQ(g48_line(s.out, "GPU busy     "),
-            "GPU busy     5.0% of the measured steps, mean over ranks (a kernel or copy running on the rank's streams)" +
-                kG48NoVerdict);
+            "GPU busy     4.9% of the whole trace (no profiler steps), mean over ranks (a kernel or copy running on the "
+            "rank's streams)" +
+                kG48NoVerdict);  // steps 4-6 lost runtime and GPU events with the cut: none is measured
   EXPECT_EQ(g48_line(s.out, "trace cut    "), "trace cut    nccl_cut.json" + kG48Cut);
   s = g48_cli(dir, "stats --json cut.db");
   ASSERT_EQ(s.code, 0) << s.err;

@@ -205,7 +205,9 @@ TEST(Trace50CutTrace, TheLastStepsAllReducesGoToTheStepWhoseSpanTheCutLost) {
 TEST(Trace50CutTrace, ACutPastTheLastStepLosesNoStep) {
   if (!fs::exists(kT50Nccl)) GTEST_SKIP() << kT50Nccl << " is absent (../shared/data)";
   const t50ss::SessionReader r(t50_import("cut5", 5'000'000));
-  EXPECT_EQ(r.steps().size(), 3u);
+  // every step's span survived, but the cut fell among the runtime calls and kernels inside step
+  // 4: steps 4, 5, 6 lost their later GPU events (cut_lost_gpu_events), no window
+  EXPECT_EQ(r.steps().size(), 0u);
   for (const auto& p : r.import_stats()) EXPECT_NE(p.name, "last_step_cut");
   for (const auto& o : r.all_ops()) EXPECT_LE(o.step, 6);
 }

@@ -58,6 +58,12 @@ std::map<std::pair<int32_t, int32_t>, ChromeStreamId> chrome_stream_ids(const Se
 /// "gpu_memcpy" for the other memcpy-category ops, "kernel" for every other category.
 std::string chrome_gpu_cat(OpCategory category, const std::string& name);
 
+/// Kineto's top-level distributedInfo for a Chrome export of `session`, as compact JSON:
+/// {"world_size": N} (metadata world_size), and for an imported trace its "backend"
+/// (import_backend) and "nccl_version" (from import_producer's "; NCCL X"); "" when the session
+/// has no world size.
+std::string chrome_distributed_info(const SessionReader& session);
+
 /// Nanoseconds as microseconds with exactly three decimals ("1234.567").
 std::string ns_to_us(int64_t ns);
 

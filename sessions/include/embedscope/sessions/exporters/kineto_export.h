@@ -101,6 +101,12 @@ std::vector<std::string> kineto_export_files(const SessionReader& session);
 /// bfloat16 -> BFloat16, uint8 / bytes -> Byte; others unchanged.
 std::string kineto_dtype(const std::string& dtype);
 
+/// The GPU's name for deviceProperties from a session's RankInfo::device: an imported trace's
+/// device ("NVIDIA A100-PG509-200 (cuda:0)", "... (cuda:0 of rank 1's host)") without the suffix
+/// the importer adds (it adds it again from the id: else "(cuda:0) (cuda:0)" after a round
+/// trip); any other name as it is.
+std::string kineto_device_name(const std::string& device);
+
 /// A collective record's record_param_comms args in PyTorch's convention: element counts such
 /// that the Kineto importer's byte rule gives back the record's bytes (all_to_all: the splits;
 /// all_reduce: in = out = the count whose ring bytes on this group rank are bytes_sent
