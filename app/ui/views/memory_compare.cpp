@@ -22,6 +22,7 @@
 #include "charts/plot_axes.h"
 #include "core/equal_series.h"
 #include "views/memory_view.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/sessions/model/units.h"
 
 namespace embedscope::ui {
@@ -48,6 +49,22 @@ QString oom_legend_entry(const QString& name, const std::vector<int64_t>& oom_st
   for (int64_t step : oom_steps)
     if (!when.contains(step_name(step))) when << step_name(step);
   return QString("%1: OOM in %2").arg(name, when.join(", "));
+}
+
+QString no_memory_records_text(const std::vector<LabelledSession>& sessions) {
+  QStringList parts;
+  for (const auto& x : sessions) {
+    const auto& r = *x.session;
+    QString why = "no memory records";
+    if (r.meta(sessions::meta::kImported) == "1")
+      why = QString("an imported %1 trace, which records no allocations (import a PyTorch memory snapshot, or run "
+                    "the workload, for the allocator's history)")
+                .arg(QString::fromStdString(r.meta(sessions::meta::kImportFormat, "profiler")));
+    else if (r.schema_version() <= 1)
+      why = "schema version 1, before memory was recorded";
+    parts << QString("%1: %2").arg(x.label, why);
+  }
+  return parts.join("; ");
 }
 
 QString snapshot_when(const sessions::MemorySnapshot& shown, int64_t step, int64_t last_step) {
@@ -174,7 +191,14 @@ MemoryCompare::MemoryCompare(const std::vector<LabelledSession>& sessions, QWidg
   devices_->setVisible(!ranks.empty());
   layout->addWidget(cut_box_);
   layout->addLayout(maps, 1);
-  if (ranks.empty()) layout->addWidget(new QLabel("these sessions have no memory records (schema version 1)", this));
+  if (ranks.empty()) {
+    std::vector<LabelledSession> all;
+    for (const auto& e : entries_) all.push_back(e.s);
+    auto* none = new QLabel("these sessions have no memory records: " + no_memory_records_text(all), this);
+    none->setObjectName("memory_compare_none");
+    none->setWordWrap(true);
+    layout->addWidget(none);
+  }
   auto refresh = [this] { show(rank_box_->currentData().toInt(), step_box_->value()); };
   connect(rank_box_, &QComboBox::currentIndexChanged, this, refresh);
   connect(step_box_, &QSpinBox::valueChanged, this, refresh);
