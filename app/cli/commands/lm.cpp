@@ -83,15 +83,15 @@ std::string token_source_text(const es::LmWorkloadSpec& s) {
 /// "vocabulary  ..." : V, V' and what Megatron's padding would give.
 std::string padding_text(const es::LmWorkloadSpec& s) {
   const int tp = s.tensor_parallel_size();  // Megatron pads by the tensor-parallel size only
-  const std::string by = tp > 1 ? fmt::format("tensor-parallel size {}", tp)
-                                : fmt::format("tensor-parallel size 1: {} adds no padding for its ranks",
+  const std::string by = tp > 1 ? fmt::format("the tensor-parallel size {}", tp)
+                                : fmt::format("the tensor-parallel size 1 ({} adds no padding for its ranks)",
                                               es::to_string(s.sharding));
   const int64_t m = 128 * tp;
   const int64_t megatron = (s.vocab_size + m - 1) / m * m;
   if (s.make_vocab_size_divisible_by <= 1)
     return fmt::format("vocabulary   {} rows, not padded (make_vocab_size_divisible_by 1, the default; Megatron's 128 "
-                       "would pad to a multiple of 128 x {} = {}: {} rows)\n",
-                       s.vocab_size, by, m, megatron);
+                       "would pad to a multiple of 128 x {}: {} rows)\n",
+                       s.vocab_size, by, megatron);
   if (s.padded_vocab_size() == s.vocab_size)
     return fmt::format("vocabulary   {} rows, already a multiple of make_vocab_size_divisible_by {} x {}: not padded\n",
                        s.vocab_size, s.make_vocab_size_divisible_by, by);

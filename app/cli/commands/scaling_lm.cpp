@@ -51,7 +51,7 @@ std::string point_row(const es::LmScalingPoint& p) {
 
 std::string tp_across_nodes_warning(int gpus_per_node) {
   return fmt::format("warning: vocab_parallel is one tensor-parallel group over all the GPUs, so above {0} GPUs "
-                     "(one node) its activation collectives cross nodes at every layer; Megatron keeps the "
+                     "(one node) its activation collectives cross nodes; Megatron keeps the "
                      "tensor-parallel group inside a node (at most {0}) and replicates it over data-parallel groups "
                      "across nodes, a layout this tool does not model",
                      gpus_per_node);
