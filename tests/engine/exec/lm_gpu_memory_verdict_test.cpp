@@ -106,7 +106,8 @@ TEST(LmGpuMemoryVerdict, APointIsJudgedOnItsPeakReserved) {
   ASSERT_EQ(device, 85520809984);
   EXPECT_EQ(est.at(0).peak_allocated_bytes, 85447278592);
   EXPECT_EQ(est.at(0).peak_reserved_bytes, 85815459840);
-  const es::LmGpuMemoryVerdict v = es::lm_gpu_memory_verdict(est, device, "H100", spec.sharding);
+  const es::LmGpuMemoryVerdict v =
+      es::lm_gpu_memory_verdict(est, device, es::load_hardware_profile("h100_sxm").gpu.name, spec.sharding);
   EXPECT_FALSE(v.fits());
   EXPECT_EQ(v.peak_reserved_bytes, 85815459840);
   // allocated and the device both read 79.6 GiB: said to the byte
