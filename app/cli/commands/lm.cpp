@@ -292,8 +292,10 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   // check). Said, not refused (exit 0), as a DLRM plan's verdict on this machine's memory
   // (plan.cpp host_verdict): a plan of a workload too large is what plan is for; `run` refuses it
   const es::HostMemory machine = es::this_host_memory();  // MemAvailable now (tester45 F10)
+  // (a cpu profile's ranks are emulated on this machine: no GPU to check)
+  const bool gpu_checked = !a.simulate.empty() && hw.cpu.cores <= 0 && hw.gpu.memory_bytes > 0;
   const es::LmGpuMemoryVerdict gpu =
-      es::lm_gpu_memory_verdict(est, a.simulate.empty() ? 0 : hw.gpu.memory_bytes, hw.gpu.name, spec.sharding);
+      es::lm_gpu_memory_verdict(est, gpu_checked ? hw.gpu.memory_bytes : 0, hw.gpu.name, spec.sharding);
   const std::string does_not_fit = a.simulate.empty() ? es::lm_memory_refusal(est, machine) : gpu.refusal;
   int64_t need = 0;
   for (const auto& e : est) need += e.total();
@@ -313,7 +315,7 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
             es::host_step_seconds(step_flops, gemm_rate, es::host_cores(), spec.world_size);
       }
       if (!does_not_fit.empty()) j["refusal"] = does_not_fit;  // run's refusal; the plan itself is not refused
-    } else {  // the profile's GPU memory, as scaling's points (device_memory_bytes, memory_reserved_bytes_per_gpu)
+    } else if (gpu_checked) {  // the profile's GPU memory, as scaling's points (device_memory_bytes, ...)
       j["fits"] = gpu.fits();
       j["device_name"] = hw.gpu.name;
       j["device_memory_bytes"] = hw.gpu.memory_bytes;
@@ -342,7 +344,7 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
                              does_not_fit.empty() ? "fits" : "DOES NOT FIT", spec.world_size, format_bytes(need),
                              es::host_memory_text(machine),
                              does_not_fit.empty() ? "" : "; `run` refuses it (--simulate PROFILE plans a cluster)");
-  else
+  else if (gpu_checked)
     std::cout << gpu_verdict_line(gpu, profile);
   if (gemm_rate > 0)
     std::cout << fmt::format("step here    a measured step on this machine takes {}\n",
@@ -373,8 +375,10 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
       throw es::SpecError(a.origin + ": " + why);
   } else {  // the profile's GPUs, as `plan --simulate` and `scaling` check them (exit 2, as a DLRM run's)
     const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
-    if (const std::string why =
-            es::lm_gpu_memory_refusal(es::estimate_lm_memory(spec), hw.gpu.memory_bytes, hw.gpu.name, spec.sharding);
+    if (const std::string why = hw.cpu.cores > 0 ? std::string()  // emulated cpu ranks: no GPU
+                                                 : es::lm_gpu_memory_refusal(es::estimate_lm_memory(spec),
+                                                                             hw.gpu.memory_bytes, hw.gpu.name,
+                                                                             spec.sharding);
         !why.empty())
       throw es::SpecError(fmt::format("{}: --simulate {}: {}", a.origin, a.simulate, why));
   }
