@@ -28,36 +28,6 @@ std::string point_name(LmSharding type, bool sp) {
 
 }  // namespace
 
-std::string lm_gpu_memory_refusal(const LmWorkloadSpec& spec, int64_t device_bytes, const std::string& device_name) {
-  return lm_gpu_memory_refusal(estimate_lm_memory(spec), device_bytes, device_name, spec.sharding);
-}
-
-std::string lm_gpu_memory_refusal(const std::vector<LmMemoryEstimate>& est, int64_t device_bytes,
-                                  const std::string& device_name, LmSharding sharding) {
-  if (est.empty() || device_bytes <= 0) return "";
-  const auto worst = std::max_element(est.begin(), est.end(), [](const LmMemoryEstimate& a, const LmMemoryEstimate& b) {
-    return a.peak_allocated_bytes < b.peak_allocated_bytes;
-  });
-  if (worst->peak_allocated_bytes <= device_bytes) return "";
-  std::vector<std::pair<std::string, int64_t>> terms = {
-      {"logits", worst->logits_bytes},          {"table", worst->table_bytes},
-      {"output projection", worst->output_projection_bytes}, {"read copy", worst->read_copy_bytes},
-      {"gradients", worst->gradient_bytes},     {"optimizer state", worst->optimizer_state_bytes},
-      {"body", worst->body_bytes},              {"activations", worst->activation_bytes}};
-  std::stable_sort(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  std::string list;
-  for (const auto& [name, bytes] : terms)
-    if (bytes > 0) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", name, sessions::format_bytes(bytes));
-  const std::string help =
-      sharding == LmSharding::data_parallel
-          ? "data_parallel keeps the whole table and the full-vocabulary logits on every GPU, so more GPUs do not help; "
-            "vocab_parallel or row_wise split them, or use a smaller micro batch"
-          : "more GPUs split the table, its gradient and the logits (1/p), or use a smaller micro batch";
-  return fmt::format("does not fit: rank {} needs {} at its peak (planner/lm_memory_estimate.h: {}) but {} has {}; {}",
-                     worst->rank, sessions::format_bytes(worst->peak_allocated_bytes), list, device_name,
-                     sessions::format_bytes(device_bytes), help);
-}
-
 std::vector<LmScalingPoint> run_lm_scaling_study(const LmWorkloadSpec& base, const LmScalingStudyOptions& o) {
   const HardwareProfile hw = load_hardware_profile(o.hardware);
   if (o.shardings.empty()) throw SpecError("scaling study: no sharding types");
@@ -99,9 +69,13 @@ std::vector<LmScalingPoint> run_lm_scaling_study(const LmWorkloadSpec& base, con
     try {
       validate(spec, fmt::format("{} at {} GPUs", point_name(type, p.sequence_parallel), gpus));
       const std::vector<LmMemoryEstimate> est = estimate_lm_memory(spec);
-      for (const LmMemoryEstimate& e : est) p.memory_bytes_per_gpu = std::max(p.memory_bytes_per_gpu, e.peak_allocated_bytes);
-      if (std::string why = lm_gpu_memory_refusal(est, hw.gpu.memory_bytes, hw.gpu.name, spec.sharding); !why.empty()) {
-        p.error = std::move(why);
+      for (const LmMemoryEstimate& e : est) {
+        p.memory_bytes_per_gpu = std::max(p.memory_bytes_per_gpu, e.peak_allocated_bytes);
+        p.memory_reserved_bytes_per_gpu = std::max(p.memory_reserved_bytes_per_gpu, e.peak_reserved_bytes);
+      }
+      // the check plan --simulate and run --simulate make (planner/lm_memory_estimate.h)
+      if (LmGpuMemoryVerdict v = lm_gpu_memory_verdict(est, hw.gpu.memory_bytes, hw.gpu.name, spec.sharding); !v.fits()) {
+        p.error = std::move(v.refusal);
         return p;
       }
       const LmSimulatedStep sim = simulate_lm_step(spec, hw, gpn);
@@ -115,6 +89,10 @@ std::vector<LmScalingPoint> run_lm_scaling_study(const LmWorkloadSpec& base, con
       p.split_check_bytes_per_step = sim.split_check_bytes_all_ranks;
       p.wire_bytes_per_token =
           static_cast<double>(sim.bytes_sent_all_ranks) / static_cast<double>(std::max<int64_t>(1, p.tokens_per_step));
+      p.body_wire_bytes_per_token =
+          static_cast<double>(sim.body_bytes_all_ranks) / static_cast<double>(std::max<int64_t>(1, p.tokens_per_step));
+      p.body_compute_ns = sim.body_compute_ns;
+      p.body_comm_ns = sim.body_comm_ns;
       if (!o.session_dir.empty()) {  // the session `run X --simulate P --devices N` writes
         p.session_path = session_of(type, gpus);
         LmSimulateOptions so;
@@ -152,15 +130,21 @@ std::vector<LmScalingPoint> run_lm_scaling_study(const LmWorkloadSpec& base, con
     baseline = lm_scaling_baseline(here);
   }
   std::vector<LmScalingPoint> out;
-  for (size_t k = 0; k < types; ++k)
+  for (size_t k = 0; k < types; ++k) {
+    double own_first = 0;  // the type's per-GPU rate at its smallest size that ran
     for (size_t g = 0; g < sizes.size(); ++g) {
       if (!at(k, g)) at(k, g) = run_point(o.shardings[k], sizes[g]);
       LmScalingPoint p = std::move(*at(k, g));
       if (p.error.empty() && baseline && baseline->tokens_per_s_per_gpu > 0)
         p.scaling_efficiency = p.tokens_per_s / p.gpus / baseline->tokens_per_s_per_gpu;
+      if (p.error.empty() && p.gpus > 0) {
+        if (own_first <= 0) own_first = p.tokens_per_s / p.gpus;
+        if (own_first > 0) p.type_scaling_efficiency = p.tokens_per_s / p.gpus / own_first;
+      }
       if (o.on_point) o.on_point(p);
       out.push_back(std::move(p));
     }
+  }
   return out;
 }
 
@@ -202,19 +186,27 @@ nlohmann::json to_json(const LmScalingStudy& st) {
     if (!p.error.empty()) {
       q["error"] = p.error;
       if (p.write_failed) q["write_failed"] = true;
-      if (p.memory_bytes_per_gpu > 0) q["memory_bytes_per_gpu"] = p.memory_bytes_per_gpu;  // a memory refusal's need
+      if (p.memory_bytes_per_gpu > 0) {  // a memory refusal's need
+        q["memory_bytes_per_gpu"] = p.memory_bytes_per_gpu;
+        q["memory_reserved_bytes_per_gpu"] = p.memory_reserved_bytes_per_gpu;
+      }
     } else {
       q.update({{"step_time_ns", p.step_time_ns},
                 {"tokens_per_step", p.tokens_per_step},
                 {"tokens_per_s", p.tokens_per_s},
                 {"tokens_per_s_per_gpu", p.gpus > 0 ? p.tokens_per_s / p.gpus : 0.0},
                 {"scaling_efficiency", p.scaling_efficiency},
+                {"type_scaling_efficiency", p.type_scaling_efficiency},
                 {"embedding_comm_share", p.embedding_comm_share},
                 {"comm_share", p.comm_share},
                 {"wire_bytes_per_step", p.wire_bytes_per_step},
                 {"split_check_bytes_per_step", p.split_check_bytes_per_step},
                 {"wire_bytes_per_token", p.wire_bytes_per_token},
-                {"memory_bytes_per_gpu", p.memory_bytes_per_gpu}});
+                {"body_wire_bytes_per_token", p.body_wire_bytes_per_token},
+                {"body_compute_ns", p.body_compute_ns},
+                {"body_comm_ns", p.body_comm_ns},
+                {"memory_bytes_per_gpu", p.memory_bytes_per_gpu},
+                {"memory_reserved_bytes_per_gpu", p.memory_reserved_bytes_per_gpu}});
       if (!p.session_path.empty()) q["session"] = p.session_path;
     }
     j["points"].push_back(std::move(q));
@@ -316,6 +308,7 @@ LmScalingStudy lm_scaling_study_from_json(const nlohmann::json& j, const std::st
       p.error = q.text("error");
       p.write_failed = q.flag("write_failed");
       if (q.has("memory_bytes_per_gpu")) p.memory_bytes_per_gpu = q.integer("memory_bytes_per_gpu");
+      if (q.has("memory_reserved_bytes_per_gpu")) p.memory_reserved_bytes_per_gpu = q.integer("memory_reserved_bytes_per_gpu");
     } else {
       p.step_time_ns = q.integer("step_time_ns");
       p.tokens_per_step = q.integer("tokens_per_step");
@@ -326,7 +319,13 @@ LmScalingStudy lm_scaling_study_from_json(const nlohmann::json& j, const std::st
       p.wire_bytes_per_step = q.integer("wire_bytes_per_step");
       p.split_check_bytes_per_step = q.integer("split_check_bytes_per_step");
       p.wire_bytes_per_token = q.number("wire_bytes_per_token");
+      // written since the study said its own-type efficiency and the stand-in body's share
+      if (q.has("type_scaling_efficiency")) p.type_scaling_efficiency = q.number("type_scaling_efficiency");
+      if (q.has("body_wire_bytes_per_token")) p.body_wire_bytes_per_token = q.number("body_wire_bytes_per_token");
+      if (q.has("body_compute_ns")) p.body_compute_ns = q.integer("body_compute_ns");
+      if (q.has("body_comm_ns")) p.body_comm_ns = q.integer("body_comm_ns");
       p.memory_bytes_per_gpu = q.integer("memory_bytes_per_gpu");
+      if (q.has("memory_reserved_bytes_per_gpu")) p.memory_reserved_bytes_per_gpu = q.integer("memory_reserved_bytes_per_gpu");
       if (q.has("session")) p.session_path = q.text("session");
     }
     st.points.push_back(std::move(p));

@@ -3,6 +3,7 @@
 #include "embedscope/engine/planner/lm_memory_estimate.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -276,6 +277,88 @@ nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est) {
                      {"peak_reserved_bytes", e.peak_reserved_bytes},
                      {"peak_requested_bytes", e.peak_requested_bytes}});
   return {{"ranks", ranks}};
+}
+
+namespace {
+// 85520809984 -> "85,520,809,984"
+std::string grouped(int64_t n) {
+  std::string d = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i > 0 && (d.size() - i) % 3 == 0) out += ',';
+    out += d[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
+// format_bytes of a, and to the byte when it reads as format_bytes of one of `others` that is
+// not equal to it (79.6 GiB allocated on a GPU of 79.6 GiB: tester62a F8)
+std::string bytes_beside(int64_t a, std::initializer_list<int64_t> others) {
+  const std::string t = sessions::format_bytes(a);
+  for (const int64_t b : others)
+    if (b != a && t == sessions::format_bytes(b)) return fmt::format("{} ({} B)", t, grouped(a));
+  return t;
+}
+}  // namespace
+
+LmGpuMemoryVerdict lm_gpu_memory_verdict(const std::vector<LmMemoryEstimate>& est, int64_t device_bytes,
+                                         const std::string& device_name, LmSharding sharding) {
+  LmGpuMemoryVerdict v;
+  v.device_bytes = device_bytes;
+  if (est.empty()) return v;
+  const auto worst = std::max_element(est.begin(), est.end(), [](const LmMemoryEstimate& a, const LmMemoryEstimate& b) {
+    return a.peak_reserved_bytes < b.peak_reserved_bytes;
+  });
+  v.rank = worst->rank;
+  v.peak_reserved_bytes = worst->peak_reserved_bytes;
+  v.peak_allocated_bytes = worst->peak_allocated_bytes;
+  const std::string need = bytes_beside(v.peak_reserved_bytes, {device_bytes, v.peak_allocated_bytes});
+  const std::string have = bytes_beside(device_bytes, {v.peak_reserved_bytes, v.peak_allocated_bytes});
+  const std::string alloc = bytes_beside(v.peak_allocated_bytes, {v.peak_reserved_bytes, device_bytes});
+  if (device_bytes <= 0) {
+    v.text = fmt::format("not checked: the profile gives no GPU memory (rank {} reserves {} at its peak)", v.rank, need);
+    return v;
+  }
+  if (v.peak_reserved_bytes <= device_bytes) {
+    v.text = fmt::format("fits: rank {} reserves {} at its peak (allocated {}; the replay's caching allocator, "
+                         "planner/lm_memory_estimate.h) of {}'s {}, {} left (the CUDA context and the communicator's "
+                         "buffers, ~0.5-1 GiB on a real GPU, are not counted)",
+                         v.rank, need, alloc, device_name, have,
+                         sessions::format_bytes(device_bytes - v.peak_reserved_bytes));
+    return v;
+  }
+  std::vector<std::pair<std::string, int64_t>> terms = {
+      {"logits", worst->logits_bytes},          {"table", worst->table_bytes},
+      {"output projection", worst->output_projection_bytes}, {"read copy", worst->read_copy_bytes},
+      {"gradients", worst->gradient_bytes},     {"optimizer state", worst->optimizer_state_bytes},
+      {"body", worst->body_bytes},              {"activations", worst->activation_bytes}};
+  std::stable_sort(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string list;
+  for (const auto& [name, bytes] : terms)
+    if (bytes > 0) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", name, sessions::format_bytes(bytes));
+  std::string help;
+  if (sharding == LmSharding::data_parallel)
+    help = "data_parallel keeps the whole table and the full-vocabulary logits on every GPU, so more GPUs do not help; "
+           "vocab_parallel or row_wise split them, or use a smaller micro batch";
+  else if (sharding == LmSharding::row_wise)
+    help = "row_wise gathers every GPU's hidden states before the projection ([p T x H]) and its logits slice "
+           "(p T) x V'/p does not shrink, so its memory grows with the GPUs: use fewer GPUs, vocab_parallel (which "
+           "splits the table, its gradient and the logits 1/p), or a smaller micro batch";
+  else
+    help = "more GPUs split the table, its gradient and the logits (1/p), or use a smaller micro batch";
+  v.refusal = fmt::format("does not fit: rank {} needs {} at its peak (reserved by its caching allocator; allocated {}; "
+                          "planner/lm_memory_estimate.h: {}) but {} has {}, {} short; {}",
+                          v.rank, need, alloc, list, device_name, have,
+                          sessions::format_bytes(v.peak_reserved_bytes - device_bytes), help);
+  v.text = v.refusal;
+  return v;
+}
+
+std::string lm_gpu_memory_refusal(const std::vector<LmMemoryEstimate>& est, int64_t device_bytes,
+                                  const std::string& device_name, LmSharding sharding) {
+  return lm_gpu_memory_verdict(est, device_bytes, device_name, sharding).refusal;
+}
+
+std::string lm_gpu_memory_refusal(const LmWorkloadSpec& spec, int64_t device_bytes, const std::string& device_name) {
+  return lm_gpu_memory_refusal(estimate_lm_memory(spec), device_bytes, device_name, spec.sharding);
 }
 
 std::string lm_memory_refusal(const std::vector<LmMemoryEstimate>& est, const HostMemory& machine) {

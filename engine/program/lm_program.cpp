@@ -345,7 +345,9 @@ LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfi
       for (size_t r = 0; r < P; ++r) {
         const ProgramOp& op = out.programs[r].ops[k];
         const int64_t alone = lm_op_gemm_in_half_precision(spec, op) ? half_precision_gemm_ns(op, hw) : compute_ns(op, hw);
-        t[r] += contended_ns(alone, hw, cores(r).ranks);
+        const int64_t took = contended_ns(alone, hw, cores(r).ranks);
+        t[r] += took;
+        if (r == 0 && (op.name == "body_forward" || op.name == "body_backward")) out.body_compute_ns += took;
       }
     } else {
       for (size_t c = 0; c < op0.collectives.size(); ++c) {
@@ -367,11 +369,15 @@ LmSimulatedStep simulate_lm_step(const LmWorkloadSpec& spec, const HardwareProfi
         out.comm_ns += waited + dur;
         if (is_lm_embedding_collective(op0.collectives[c].name)) out.embedding_comm_ns += waited + dur;
         out.bytes_sent += op0.collectives[c].bytes_sent();
+        const bool body = op0.collectives[c].name == "body/grad_all_reduce";
+        if (body) out.body_comm_ns += waited + dur;
         // Megatron and TorchRec run no split check: its bytes apart (tester55 F4)
         const bool check = is_split_check(op0.collectives[c]);
-        for (size_t r = 0; r < P; ++r)
-          (check ? out.split_check_bytes_all_ranks : out.bytes_sent_all_ranks) +=
-              out.programs[r].ops[k].collectives[c].bytes_sent();
+        for (size_t r = 0; r < P; ++r) {
+          const int64_t b = out.programs[r].ops[k].collectives[c].bytes_sent();
+          (check ? out.split_check_bytes_all_ranks : out.bytes_sent_all_ranks) += b;
+          if (body) out.body_bytes_all_ranks += b;
+        }
       }
     }
     for (size_t r = 0; r < P; ++r) out.rank_end_ns[r].push_back(t[r]);

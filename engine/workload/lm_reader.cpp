@@ -39,7 +39,7 @@ const char* to_string(LmDataType t) {
 }
 
 int64_t LmWorkloadSpec::padded_vocab_size() const {
-  const int64_t m = make_vocab_size_divisible_by * world_size;
+  const int64_t m = make_vocab_size_divisible_by * tensor_parallel_size();
   if (make_vocab_size_divisible_by <= 1) return vocab_size;
   return (vocab_size + m - 1) / m * m;
 }

@@ -28,6 +28,7 @@
 #include "output/output.h"
 #include "output_guard.h"
 #include "run_common.h"
+#include "scaling_lm.h"  // tp_across_nodes_warning
 
 namespace embedscope::cli {
 
@@ -81,15 +82,22 @@ std::string token_source_text(const es::LmWorkloadSpec& s) {
 
 /// "vocabulary  ..." : V, V' and what Megatron's padding would give.
 std::string padding_text(const es::LmWorkloadSpec& s) {
-  const int64_t m = 128 * s.world_size;
+  const int tp = s.tensor_parallel_size();  // Megatron pads by the tensor-parallel size only
+  const std::string by = tp > 1 ? fmt::format("the tensor-parallel size {}", tp)
+                                : fmt::format("the tensor-parallel size 1 ({} adds no padding for its ranks)",
+                                              es::to_string(s.sharding));
+  const int64_t m = 128 * tp;
   const int64_t megatron = (s.vocab_size + m - 1) / m * m;
   if (s.make_vocab_size_divisible_by <= 1)
     return fmt::format("vocabulary   {} rows, not padded (make_vocab_size_divisible_by 1, the default; Megatron's 128 "
-                       "would pad to a multiple of 128 x {} = {}: {} rows)\n",
-                       s.vocab_size, s.world_size, m, megatron);
-  return fmt::format("vocabulary   {} rows padded to {} (make_vocab_size_divisible_by {} x {} ranks); the {} padded rows "
+                       "would pad to a multiple of 128 x {}: {} rows)\n",
+                       s.vocab_size, by, megatron);
+  if (s.padded_vocab_size() == s.vocab_size)
+    return fmt::format("vocabulary   {} rows, already a multiple of make_vocab_size_divisible_by {} x {}: not padded\n",
+                       s.vocab_size, s.make_vocab_size_divisible_by, by);
+  return fmt::format("vocabulary   {} rows padded to {} (make_vocab_size_divisible_by {} x {}); the {} padded rows "
                      "are never looked up but take part in the softmax\n",
-                     s.vocab_size, s.padded_vocab_size(), s.make_vocab_size_divisible_by, s.world_size,
+                     s.vocab_size, s.padded_vocab_size(), s.make_vocab_size_divisible_by, by,
                      s.padded_vocab_size() - s.vocab_size);
 }
 
@@ -200,6 +208,20 @@ std::string split_checks_text(double per_token) {
   return per_token > 0 ? fmt::format("; split checks left out: {:.4g} B/token", per_token) : "";
 }
 
+/// "memory       fits on h100_sxm: rank 0 reserves ..." / "memory       DOES NOT FIT on h100_sxm:
+/// rank 3 needs ...; `run --simulate` and `scaling` refuse it": the verdict of
+/// lm_gpu_memory_verdict (the one scaling's points get), its own "fits: " / "does not fit: " said
+/// once.
+std::string gpu_verdict_line(const es::LmGpuMemoryVerdict& v, const std::string& profile) {
+  const auto after = [](const std::string& t, const std::string& prefix) {
+    return t.rfind(prefix, 0) == 0 ? t.substr(prefix.size()) : t;
+  };
+  if (v.device_bytes <= 0) return fmt::format("memory       {} ({})\n", v.text, profile);
+  if (v.fits()) return fmt::format("memory       fits on {}: {}\n", profile, after(v.text, "fits: "));
+  return fmt::format("memory       DOES NOT FIT on {}: {}; `run --simulate` and `scaling` refuse it\n", profile,
+                     after(v.refusal, "does not fit: "));
+}
+
 /// One step of the workload's program (program/lm_program.h) timed on hardware profile
 /// `profile` (--simulate, else the planner's default): step time, communication, bytes/token.
 json simulated_step_json(const es::LmWorkloadSpec& spec, const std::string& profile, int gpus_per_node) {
@@ -220,7 +242,33 @@ json simulated_step_json(const es::LmWorkloadSpec& spec, const std::string& prof
           // rows), Embedscope's split checks left out (tester55 F4: Megatron and TorchRec run none)
           {"bytes_on_the_wire_per_token", static_cast<double>(sim.bytes_sent_all_ranks) / static_cast<double>(tokens)},
           {"split_check_bytes_per_token",
-           static_cast<double>(sim.split_check_bytes_all_ranks) / static_cast<double>(tokens)}};
+           static_cast<double>(sim.split_check_bytes_all_ranks) / static_cast<double>(tokens)},
+          // the names `scaling --json` gives the same figures (one name per figure across run / plan /
+          // scaling); the ones above stay for what reads them
+          {"step_time_ns", sim.step_ns},
+          {"wire_bytes_per_token", static_cast<double>(sim.bytes_sent_all_ranks) / static_cast<double>(tokens)},
+          // the stand-in body's share (program/lm_program.h LmSimulatedStep): not Megatron's
+          {"body_compute_ns", sim.body_compute_ns},
+          {"body_comm_ns", sim.body_comm_ns},
+          {"body_wire_bytes_per_token", static_cast<double>(sim.body_bytes_all_ranks) / static_cast<double>(tokens)}};
+}
+
+/// "; of which the stand-in body (1 replicated fp32 dense layer; Megatron's transformer is
+/// tensor-parallel): 8.0 ms compute, its gradient all-reduce 917616 B/token and 1.2 ms" - the
+/// share of the step and of the bytes that measures the stand-in body rather than the embedding
+/// (tester62a F7: it alone decided sequence_parallel or not), "" without body layers or where
+/// it costs nothing. Times ns, bytes per token.
+std::string body_share_text(const es::LmWorkloadSpec& spec, int64_t compute_ns, int64_t comm_ns, double bytes_per_token) {
+  if (spec.body_layers <= 0) return "";
+  std::string out = fmt::format(
+      "\n             of which the stand-in body ({} replicated fp32 dense layer{}, body_layers; Megatron's "
+      "transformer layers are tensor-parallel and all-reduce no weight gradient over the tensor-parallel group): "
+      "{:.3f} ms compute",
+      spec.body_layers, spec.body_layers == 1 ? "" : "s", static_cast<double>(compute_ns) * 1e-6);
+  if (bytes_per_token > 0)
+    out += fmt::format(", its gradient all-reduce {:.0f} B/token and {:.3f} ms", bytes_per_token,
+                       static_cast<double>(comm_ns) * 1e-6);
+  return out + "; body_layers 0 leaves it out";
 }
 
 }  // namespace
@@ -230,17 +278,25 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
   const auto est = es::estimate_lm_memory(spec);
   const std::string profile = a.simulate.empty() ? std::string(es::kDefaultPlanningProfile) : a.simulate;
   json sim = simulated_step_json(spec, profile, a.gpus_per_node);
+  // one tensor-parallel group over nodes (tester62a F6), as `scaling` warns of its points
+  if (spec.sharding == es::LmSharding::vocab_parallel && spec.world_size > sim.at("gpus_per_node").get<int>())
+    sim["warning_tensor_parallel_across_nodes"] = tp_across_nodes_warning(sim.at("gpus_per_node").get<int>());
   const es::HardwareProfile hw = es::load_hardware_profile(profile);
   if (const std::string w = cpu_profile_warning(profile, hw); !w.empty()) {  // tester46 F23
     sim["warning"] = w;
     fmt::print(stderr, "warning: {}\n", w);
   }
   // a measured run's ranks are threads of this process: its memory is their capacity (tester43
-  // F1); --simulate plans a modelled cluster, whose GPU memory is not checked here. Said, not
-  // refused (exit 0), as a DLRM plan's verdict on this machine's memory (plan.cpp host_verdict):
-  // a plan of a workload too large for this machine is what plan is for; `run` refuses it
+  // F1); --simulate plans a modelled cluster, checked against the profile's GPU memory as
+  // `scaling` checks each point and `run --simulate` refuses it (lm_gpu_memory_verdict, one
+  // check). Said, not refused (exit 0), as a DLRM plan's verdict on this machine's memory
+  // (plan.cpp host_verdict): a plan of a workload too large is what plan is for; `run` refuses it
   const es::HostMemory machine = es::this_host_memory();  // MemAvailable now (tester45 F10)
-  const std::string does_not_fit = a.simulate.empty() ? es::lm_memory_refusal(est, machine) : "";
+  // (a cpu profile's ranks are emulated on this machine: no GPU to check)
+  const bool gpu_checked = !a.simulate.empty() && hw.cpu.cores <= 0 && hw.gpu.memory_bytes > 0;
+  const es::LmGpuMemoryVerdict gpu =
+      es::lm_gpu_memory_verdict(est, gpu_checked ? hw.gpu.memory_bytes : 0, hw.gpu.name, spec.sharding);
+  const std::string does_not_fit = a.simulate.empty() ? es::lm_memory_refusal(est, machine) : gpu.refusal;
   int64_t need = 0;
   for (const auto& e : est) need += e.total();
   // a measured step's lower bound here (tester45 F10), for a step of > 100 GFLOP (~0.1 s to measure)
@@ -259,6 +315,14 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
             es::host_step_seconds(step_flops, gemm_rate, es::host_cores(), spec.world_size);
       }
       if (!does_not_fit.empty()) j["refusal"] = does_not_fit;  // run's refusal; the plan itself is not refused
+    } else if (gpu_checked) {  // the profile's GPU memory, as scaling's points (device_memory_bytes, ...)
+      j["fits"] = gpu.fits();
+      j["device_name"] = hw.gpu.name;
+      j["device_memory_bytes"] = hw.gpu.memory_bytes;
+      j["memory_bytes_per_gpu"] = gpu.peak_allocated_bytes;
+      j["memory_reserved_bytes_per_gpu"] = gpu.peak_reserved_bytes;
+      j["memory_verdict"] = gpu.text;
+      if (!gpu.fits()) j["refusal"] = gpu.refusal;  // run --simulate's refusal; the plan itself is not refused
     }
     j["workload"] = es::to_json(spec);
     j["padded_vocab_size"] = spec.padded_vocab_size();
@@ -280,18 +344,24 @@ int cmd_plan_lm(WorkloadArgs& a, bool as_json) {
                              does_not_fit.empty() ? "fits" : "DOES NOT FIT", spec.world_size, format_bytes(need),
                              es::host_memory_text(machine),
                              does_not_fit.empty() ? "" : "; `run` refuses it (--simulate PROFILE plans a cluster)");
+  else if (gpu_checked)
+    std::cout << gpu_verdict_line(gpu, profile);
   if (gemm_rate > 0)
     std::cout << fmt::format("step here    a measured step on this machine takes {}\n",
                              es::host_step_text(step_flops, gemm_rate, es::host_cores(), spec.world_size));
   std::cout << fmt::format(
       "\nSIMULATED step on {} ({}; the step program timed by the cost model, {}; {}): "
-      "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token{}\n",
+      "{:.3f} ms, communication {:.1f}% (embedding {:.1f}%), {:.0f} bytes on the wire per token{}{}\n",
       profile, ranks_per_node_text(hw, sim.at("gpus_per_node").get<int>()),
       hw.cpu.cores > 0 ? "not measured" : "not this machine", gemm_rate_text(spec, hw),
       sim.at("step_ns").get<double>() * 1e-6,
       100 * sim.at("comm_share").get<double>(), 100 * sim.at("embedding_comm_share").get<double>(),
       sim.at("bytes_on_the_wire_per_token").get<double>(),
-      split_checks_text(sim.at("split_check_bytes_per_token").get<double>()));
+      split_checks_text(sim.at("split_check_bytes_per_token").get<double>()),
+      body_share_text(spec, sim.at("body_compute_ns").get<int64_t>(), sim.at("body_comm_ns").get<int64_t>(),
+                      sim.at("body_wire_bytes_per_token").get<double>()));
+  if (sim.contains("warning_tensor_parallel_across_nodes"))
+    std::cout << sim.at("warning_tensor_parallel_across_nodes").get<std::string>() << "\n";
   return 0;
 }
 
@@ -299,10 +369,19 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                const es::FlightDumpRequest& flight) {
   const es::LmWorkloadSpec spec = load_lm(a, true);
   const bool simulated = !a.simulate.empty();
-  if (!simulated)  // refused before it is announced (run_lm refuses it too, before any allocation)
+  if (!simulated) {  // refused before it is announced (run_lm refuses it too, before any allocation)
     if (const std::string why = es::lm_memory_refusal(es::estimate_lm_memory(spec), es::this_host_memory());
         !why.empty())
       throw es::SpecError(a.origin + ": " + why);
+  } else {  // the profile's GPUs, as `plan --simulate` and `scaling` check them (exit 2, as a DLRM run's)
+    const es::HardwareProfile hw = es::load_hardware_profile(a.simulate);
+    if (const std::string why = hw.cpu.cores > 0 ? std::string()  // emulated cpu ranks: no GPU
+                                                 : es::lm_gpu_memory_refusal(es::estimate_lm_memory(spec),
+                                                                             hw.gpu.memory_bytes, hw.gpu.name,
+                                                                             spec.sharding);
+        !why.empty())
+      throw es::SpecError(fmt::format("{}: --simulate {}: {}", a.origin, a.simulate, why));
+  }
   if (output.empty()) output = default_session_name();
   sessions::SessionWriter::check_path(output, overwrite);
   make_output_folder(output, "-o");  // as a DLRM run's (output_guard.h)
@@ -412,13 +491,18 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
   for (const auto& rk : r.ranks) bytes_all += rk.bytes_sent;
   // Embedscope's split checks are not Megatron's or TorchRec's bytes: left out of bytes/token,
   // said apart (tester55 F4)
-  for (const auto& c : r.collectives)
+  int64_t body_bytes = 0;  // the stand-in body's gradient all-reduce, every rank (not Megatron's: tester62a F7)
+  for (const auto& c : r.collectives) {
     if (c.name.ends_with("/split_check")) check_bytes += c.bytes_sent;
+    if (c.name == "body/grad_all_reduce") body_bytes += c.bytes_sent;
+  }
   // over the steps run: a cancelled run ran fewer than spec.steps (tester43 F7)
   const auto steps_run = static_cast<int64_t>(r.step_ns.size());
   const bool cancelled = r.ended == es::RunEnd::cancelled;
   const double per_token =
       steps_run > 0 ? static_cast<double>(bytes_all - check_bytes) / static_cast<double>(tokens * steps_run) : 0.0;
+  const double body_per_token =
+      steps_run > 0 ? static_cast<double>(body_bytes) / static_cast<double>(tokens * steps_run) : 0.0;
   const double checks_per_token =
       steps_run > 0 ? static_cast<double>(check_bytes) / static_cast<double>(tokens * steps_run) : 0.0;
   const double comm_share = step_total > 0 ? static_cast<double>(comm_ns) / static_cast<double>(step_total) : 0.0;
@@ -459,6 +543,11 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
                            {"comm_share_rank0", comm_share},
                            {"embedding_comm_share_rank0", embedding_comm_share},
                            {"bytes_on_wire_per_token", per_token},
+                           // scaling's and plan's names of the same figures (kept the old beside them)
+                           {"comm_share", comm_share},
+                           {"embedding_comm_share", embedding_comm_share},
+                           {"wire_bytes_per_token", per_token},
+                           {"body_wire_bytes_per_token", body_per_token},
                            {"split_check_bytes_per_token", checks_per_token},
                            {"collectives_rank0", colls},
                            {"ranks", ranks}})
@@ -478,11 +567,18 @@ int cmd_run_lm(WorkloadArgs& a, bool as_json, std::string output, bool overwrite
     std::cout << fmt::format("loss         first {:.4f}  last {:.4f}\n", r.losses.front(), r.losses.back());
   std::cout << fmt::format("comm         {:.1f}% of rank 0's step time in collectives, {:.1f}% in the token "
                            "embedding's own ({}); {:.0f} bytes on the wire per token (all ranks' bytes sent / "
-                           "tokens{})\n\n",
+                           "tokens{}){}\n\n",
                            100.0 * comm_share, 100.0 * embedding_comm_share,
                            simulated ? "SIMULATED: the cost model's figures, one op at a time per rank"
                                      : "thread-level: the rank's one thread waits while they run",
-                           per_token, split_checks_text(checks_per_token));
+                           per_token, split_checks_text(checks_per_token),
+                           body_per_token > 0
+                               ? fmt::format("; of which the stand-in body's gradient all-reduce {:.0f} B/token "
+                                             "(body_layers: replicated fp32 layers; Megatron's tensor-parallel "
+                                             "transformer all-reduces no weight gradient over the tensor-parallel "
+                                             "group)",
+                                             body_per_token)
+                               : std::string());
   std::cout << fmt::format("{:<40} {:<15} {:>6} {:>14} {:>12}\n", "collective (rank 0, whole run)", "op", "count",
                            "bytes sent", "time");
   for (const auto& [name, k] : by_name)

@@ -39,19 +39,38 @@ std::string type_text(const es::LmScalingPoint& p) {
 std::string point_row(const es::LmScalingPoint& p) {
   const std::string head = fmt::format("{:<17} {:>5} {:>5}", type_text(p), p.gpus, p.nodes);
   if (!p.error.empty()) return fmt::format("{}  {}", head, p.error);
-  return fmt::format("{} {:>11} {:>12} {:>10} {:>7.1f}% {:>8.1f}% {:>6.1f}% {:>11} {:>10.1f} {:>11}", head,
-                     ms(p.step_time_ns), sessions::format_rate(p.tokens_per_s), sessions::format_rate(p.tokens_per_s / p.gpus),
-                     100 * p.scaling_efficiency, 100 * p.embedding_comm_share, 100 * p.comm_share,
-                     sessions::format_bytes(p.wire_bytes_per_step), p.wire_bytes_per_token,
+  return fmt::format("{} {:>11} {:>12} {:>10} {:>7.1f}% {:>6.1f}% {:>8.1f}% {:>6.1f}% {:>11} {:>10.1f} {:>10.1f} {:>11}",
+                     head, ms(p.step_time_ns), sessions::format_rate(p.tokens_per_s),
+                     sessions::format_rate(p.tokens_per_s / p.gpus), 100 * p.scaling_efficiency,
+                     100 * p.type_scaling_efficiency, 100 * p.embedding_comm_share, 100 * p.comm_share,
+                     sessions::format_bytes(p.wire_bytes_per_step), p.wire_bytes_per_token, p.body_wire_bytes_per_token,
                      sessions::format_bytes(p.memory_bytes_per_gpu));
 }
 
 }  // namespace
 
+std::string tp_across_nodes_warning(int gpus_per_node) {
+  return fmt::format("warning: vocab_parallel is one tensor-parallel group over all the GPUs, so above {0} GPUs "
+                     "(one node) its activation collectives cross nodes; Megatron keeps the "
+                     "tensor-parallel group inside a node (at most {0}) and replicates it over data-parallel groups "
+                     "across nodes, a layout this tool does not model",
+                     gpus_per_node);
+}
+
 int cmd_scaling_lm(WorkloadArgs& a, const LmScalingArgs& s) {
   // --gpus-per-node is the study's node shape: load_lm would fit the workload's own ranks to it
   WorkloadArgs b = a;
   b.given.erase("--gpus-per-node");
+  // run's and the DLRM study's flags, refused naming the flags this study takes (tester62a F13:
+  // run's list named --devices / --sharding / --nodes, which scaling refuses)
+  for (const char* flag : {"--local-world-size", "--warmup-steps", "--backend", "--pipeline", "--qcomms",
+                           "--network-bandwidth", "--network-latency", "--dense-precision"})
+    if (a.was_given(flag))
+      throw es::SpecError(fmt::format("{}: not for the scaling study of an lm_embedding workload ({}); its flags: "
+                                      "--gpus, --shardings, --gpus-per-node, --sequence-parallel, "
+                                      "--no-sequence-parallel, --steps, --batch-size, --simulate, -o, "
+                                      "--force-overwrite, --json",
+                                      flag, !a.file.empty() ? a.file : "preset " + a.preset));
   const es::LmWorkloadSpec spec = load_lm(b, true);
   a.origin = b.origin;
   es::LmScalingStudyOptions o;
@@ -76,9 +95,9 @@ int cmd_scaling_lm(WorkloadArgs& a, const LmScalingArgs& s) {
                     spec.name, spec.vocab_size, spec.hidden_size, spec.sequence_length, spec.micro_batch_size, hw.name,
                     per_node, per_node == 1 ? "" : "s", hw.gpu.name, sessions::format_bytes(hw.gpu.memory_bytes),
                     spec.tokens_per_micro_batch(), spec.tokens_per_micro_batch()) +
-        fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>10} {:>8} {:>9} {:>7} {:>11} {:>10} {:>11}\n", "sharding", "GPUs",
-                    "nodes", "step", "tokens/s", "per GPU", "scaling", "emb comm", "comm", "wire/step", "B/token",
-                    "memory/GPU");
+        fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>10} {:>8} {:>7} {:>9} {:>7} {:>11} {:>10} {:>10} {:>11}\n",
+                    "sharding", "GPUs", "nodes", "step", "tokens/s", "per GPU", "scaling", "own", "emb comm", "comm",
+                    "wire/step", "B/token", "body B/tok", "memory/GPU");
     o.on_point = [header, printed = false](const es::LmScalingPoint& p) mutable {
       if (!printed) std::cout << header;
       printed = true;
@@ -120,10 +139,19 @@ int cmd_scaling_lm(WorkloadArgs& a, const LmScalingArgs& s) {
                                        sessions::format_rate(baseline->tokens_per_s_per_gpu))
                          : std::string("scaling: no point ran, so no baseline"));
   std::cout << "; step: the step program timed by the cost model, as `plan --simulate P --devices N --sharding T` "
-               "(every step equal); emb comm: the token embedding's own collectives' share of the step, comm: every "
-               "collective's (rank 0); wire/step: every rank's bytes sent a step; B/token: without Embedscope's split "
-               "checks, as plan and run; memory/GPU: the largest rank's peak of the LM memory estimate; +sp: "
-               "sequence_parallel; all SIMULATED\n";
+               "(every step equal); own: tokens/s per GPU over the same type's at its smallest size (strong "
+               "scaling T(p0) p0 / (T(p) p) for vocab_parallel); emb comm: the token embedding's own collectives' "
+               "share of the step, comm: every collective's (rank 0); wire/step: every rank's bytes sent a step; "
+               "B/token: without Embedscope's split checks, as plan and run; body B/tok: of which the stand-in "
+               "body's fp32 gradient all-reduce (body_layers replicated dense layers; Megatron's tensor-parallel "
+               "transformer all-reduces no weight gradient over the tensor-parallel group, so compare "
+               "sequence_parallel or not with body_layers 0); memory/GPU: the largest rank's peak allocated of the LM "
+               "memory estimate (a point is refused when its peak reserved exceeds the GPU); +sp: sequence_parallel; "
+               "all SIMULATED\n";
+  if (std::any_of(points.begin(), points.end(), [&](const es::LmScalingPoint& p) {
+        return p.sharding == es::LmSharding::vocab_parallel && p.gpus > per_node;
+      }))
+    std::cout << tp_across_nodes_warning(per_node) << "\n";
   if (!s.output.empty()) std::cout << "sessions: " << s.output << "/<sharding>_<gpus>.db\n";
   return failed != points.end() ? write_failure() : 0;
 }

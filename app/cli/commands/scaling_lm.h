@@ -19,6 +19,11 @@ struct LmScalingArgs {
   bool json = false;
 };
 
+/// "warning: vocab_parallel is one tensor-parallel group over all the GPUs, so above 8 GPUs (one
+/// node) its activation collectives cross nodes ...": what `scaling` and `plan --simulate` say of a
+/// vocab_parallel point larger than one node of `gpus_per_node`.
+std::string tp_across_nodes_warning(int gpus_per_node);
+
 /// Runs the study and prints its table (or --json): per sharding type and GPU count the simulated
 /// step time, tokens/s (and per GPU), scaling efficiency, embedding and all communication share,
 /// bytes on the wire per step (all ranks) and per token, memory per GPU (the LM memory estimate's

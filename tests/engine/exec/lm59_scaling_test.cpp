@@ -144,7 +144,7 @@ TEST(Lm59Scaling, ATypeThatDoesNotFitIsRefusedWithItsTerms) {
   EXPECT_EQ(why.rfind("does not fit: rank 0 needs ", 0), 0u) << why;
   // the largest terms first: table and gradients 2,000,000 x 8,192 x 4 = 61.0 GiB each, the body
   // (8,192^2 + 8,192) x 4 x 2 = 512.1 MiB, the logits 16 x 2,000,000 x 4 = 122.1 MiB
-  EXPECT_NE(why.find("(planner/lm_memory_estimate.h: table 61.0 GiB, gradients 61.0 GiB, body 512.1 MiB, logits 122.1 "
+  EXPECT_NE(why.find("; planner/lm_memory_estimate.h: table 61.0 GiB, gradients 61.0 GiB, body 512.1 MiB, logits 122.1 "
                      "MiB, activations"),
             std::string::npos)
       << why;

@@ -21,11 +21,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "embedscope/engine/planner/lm_memory_estimate.h"  // lm_gpu_memory_verdict
 #include "embedscope/engine/workload/lm_spec.h"
 
 namespace embedscope::engine {
-
-struct LmMemoryEstimate;  // planner/lm_memory_estimate.h
 
 struct LmScalingStudyOptions {
   std::string hardware;                ///< hardware profile (load_hardware_profile's argument)
@@ -64,6 +63,10 @@ struct LmScalingPoint {
   /// (tokens_per_s / gpus) / the study's baseline (lm_scaling_baseline), one baseline for every
   /// type as the DLRM study's (exec/scaling_study.h); 1 = the baseline's per-GPU rate.
   double scaling_efficiency = 0;
+  /// (tokens_per_s / gpus) / the same type's per-GPU rate at its smallest size that ran:
+  /// T(p0) p0 / (T(p) p) of vocab_parallel's strong scaling, the per-GPU rate ratio of the other
+  /// types' weak scaling; 1 at that first size. 0 where the point did not run.
+  double type_scaling_efficiency = 0;
   double comm_share = 0;               ///< rank 0's time in collectives / step time, in [0, 1]
   double embedding_comm_share = 0;     ///< of which the token embedding's own (is_lm_embedding_collective)
   /// Every rank's bytes sent to other ranks in one step, every collective (Embedscope's split
@@ -75,11 +78,23 @@ struct LmScalingPoint {
   /// H 16, S 32, B 2, 1 body layer, tied, fp32, 4 GPUs): vocab_parallel 4 x (2 x 6,144 + 3 x
   /// 384) / 64 = 840; data_parallel 4 x 1.5 x (64,000 + 1,088 + 4) / 256 = 1,525.6.
   double wire_bytes_per_token = 0;
+  /// The stand-in body's share (program/lm_program.h LmSimulatedStep body_*: the workload's
+  /// body_layers replicated fp32 dense layers, not Megatron's tensor-parallel transformer): its
+  /// gradient all-reduce's bytes per token (part of wire_bytes_per_token; p > 1 where the ranks'
+  /// body gradients differ: data_parallel, row_wise, vocab_parallel + sequence_parallel), and
+  /// rank 0's time in its compute ops and in that all-reduce (parts of step_time_ns), ns.
+  double body_wire_bytes_per_token = 0;
+  int64_t body_compute_ns = 0, body_comm_ns = 0;
   /// the largest rank's LmMemoryEstimate::peak_allocated_bytes; also set on a point refused for
   /// memory (what it would need), 0 on one refused by the workload's rules or not run
   int64_t memory_bytes_per_gpu = 0;
+  /// the largest rank's LmMemoryEstimate::peak_reserved_bytes (>= memory_bytes_per_gpu: the caching
+  /// allocator's segments), the figure the memory check compares with the device; set where
+  /// memory_bytes_per_gpu is (0 in a study file written before it was recorded)
+  int64_t memory_reserved_bytes_per_gpu = 0;
   /// the profile's device memory (HardwareProfile gpu.memory_bytes), bytes: the point fits when
-  /// memory_bytes_per_gpu <= it (0: unknown, a study file written before it was recorded)
+  /// memory_reserved_bytes_per_gpu <= it (lm_gpu_memory_verdict; 0: unknown, a study file written
+  /// before it was recorded)
   int64_t device_memory_bytes = 0;
   std::string session_path;            ///< the session written, or ""
   bool write_failed = false;           ///< its session could not be written; no point runs after it
@@ -93,16 +108,6 @@ struct LmScalingBaseline {
   double tokens_per_s_per_gpu = 0;
 };
 std::optional<LmScalingBaseline> lm_scaling_baseline(const std::vector<LmScalingPoint>& points);
-
-/// "" when every rank's estimated peak (LmMemoryEstimate::peak_allocated_bytes) fits a device of
-/// `device_bytes`, else the refusal naming the rank with the largest peak, its largest terms, the
-/// device's memory and what would help: "does not fit: rank 0 needs 19.3 GiB at its peak
-/// (planner/lm_memory_estimate.h: logits 501.0 MiB, table 250.5 MiB, ...) but NVIDIA H100 80GB
-/// HBM3 has 79.6 GiB; ...". Pure.
-std::string lm_gpu_memory_refusal(const LmWorkloadSpec& spec, int64_t device_bytes, const std::string& device_name);
-/// The same from estimates already made (estimate_lm_memory of a workload of that sharding type).
-std::string lm_gpu_memory_refusal(const std::vector<LmMemoryEstimate>& estimates, int64_t device_bytes,
-                                  const std::string& device_name, LmSharding sharding);
 
 /// Runs the study: for each type in options order, each size ascending, `spec` with world_size =
 /// gpus, sharding = type (sequence_parallel for vocab_parallel when asked), timed by
@@ -135,16 +140,17 @@ struct LmScalingStudy {
 /// "simulated": true, "gpus_per_node", "sequence_length", "steps", "vocab_size", "hidden_size",
 /// "device_name", "device_memory_bytes" (the profile's GPU), "efficiency_baseline":
 /// {"sharding", "gpus", "tokens_per_s_per_gpu"} or null, "points": [{"sharding", "gpus", "nodes",
-/// "sequence_parallel", "device_memory_bytes", "error", "memory_bytes_per_gpu"? (a memory
-/// refusal's need)} or {..., "step_time_ns", "tokens_per_step", "tokens_per_s",
-/// "tokens_per_s_per_gpu", "scaling_efficiency", "embedding_comm_share", "comm_share",
-/// "wire_bytes_per_step", "split_check_bytes_per_step", "wire_bytes_per_token",
-/// "memory_bytes_per_gpu", "session"?}]}.
+/// "sequence_parallel", "device_memory_bytes", "error", "memory_bytes_per_gpu" and
+/// "memory_reserved_bytes_per_gpu"? (a memory refusal's need)} or {..., "step_time_ns", "tokens_per_step", "tokens_per_s",
+/// "tokens_per_s_per_gpu", "scaling_efficiency", "type_scaling_efficiency", "embedding_comm_share",
+/// "comm_share", "wire_bytes_per_step", "split_check_bytes_per_step", "wire_bytes_per_token",
+/// "body_wire_bytes_per_token", "body_compute_ns", "body_comm_ns",
+/// "memory_bytes_per_gpu", "memory_reserved_bytes_per_gpu", "session"?}]}.
 nlohmann::json to_json(const LmScalingStudy& study);
 
 /// The inverse of to_json(const LmScalingStudy&): every key it writes is read back
 /// ("efficiency_baseline" and "tokens_per_s_per_gpu", which follow from the points, are not;
-/// "session" and "write_failed" are optional; so are "vocab_size", "hidden_size", "device_name"
+/// "session", "write_failed", "memory_reserved_bytes_per_gpu", "type_scaling_efficiency" and the body_* keys are optional; so are "vocab_size", "hidden_size", "device_name"
 /// and both "device_memory_bytes", which files written before them lack: 0 / ""). Times in ns, bytes in bytes, shares in [0, 1].
 /// Throws SpecError "<origin>: <JSON pointer>: <reason>" for a missing or mistyped key, a
 /// "model" other than "lm_embedding", a sharding type that is not an LM one (vocab_parallel,

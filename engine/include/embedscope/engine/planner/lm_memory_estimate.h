@@ -119,6 +119,43 @@ std::vector<std::vector<int64_t>> lm_rw_ids_received(const LmWorkloadSpec& spec)
 /// {"ranks": [{"rank", "row_begin", "row_end", "table_bytes", ..., "total_bytes"}]}
 nlohmann::json to_json(const std::vector<LmMemoryEstimate>& est);
 
+/// The GPU-memory verdict of one configuration of an lm_embedding workload on a device of
+/// `device_bytes` (a hardware profile's gpu.memory_bytes): the one check `plan --simulate`,
+/// `run --simulate` and `scaling` make. A rank fits when the replay's peak reserved bytes
+/// (LmMemoryEstimate::peak_reserved_bytes: the caching allocator's segments, what it must get
+/// from cudaMalloc; >= peak allocated) are <= device_bytes; nothing is kept aside for the CUDA
+/// context or the communicator's buffers (said in `text`). Bytes.
+struct LmGpuMemoryVerdict {
+  int rank = 0;                      ///< the rank with the largest peak reserved (ties: the first)
+  int64_t peak_reserved_bytes = 0;   ///< that rank's
+  int64_t peak_allocated_bytes = 0;  ///< that rank's
+  int64_t device_bytes = 0;
+  /// "" when every rank fits (or device_bytes <= 0: unknown, never refused), else the refusal
+  /// (lm_gpu_memory_refusal's text)
+  std::string refusal;
+  bool fits() const { return refusal.empty(); }
+  /// One line: "fits: rank 0 reserves 5.9 GiB at its peak (allocated 5.7 GiB) of NVIDIA ...'s
+  /// 79.6 GiB, 73.7 GiB left (the CUDA context and NCCL's buffers, ~0.5-1 GiB, not counted)", or
+  /// the refusal. Figures that round alike are printed to the byte.
+  std::string text;
+};
+
+/// The verdict over `est` (estimate_lm_memory of a workload of sharding type `sharding`, whose
+/// advice the refusal gives: data_parallel: more GPUs do not help; row_wise: fewer GPUs (its
+/// gathered hidden states [p T x H] grow with p, its logits (p T) x V'/p do not shrink);
+/// vocab_parallel: more GPUs split the table, its gradient and the logits). The refusal:
+/// "does not fit: rank 3 needs 259.4 GiB at its peak (reserved; allocated 259.4 GiB;
+/// planner/lm_memory_estimate.h: activations 256.6 GiB, logits 2.0 GiB, ...) but NVIDIA H100 80GB
+/// HBM3 has 79.6 GiB; ...". Pure; O(ranks).
+LmGpuMemoryVerdict lm_gpu_memory_verdict(const std::vector<LmMemoryEstimate>& est, int64_t device_bytes,
+                                         const std::string& device_name, LmSharding sharding);
+
+/// lm_gpu_memory_verdict(...).refusal: "" when it fits.
+std::string lm_gpu_memory_refusal(const std::vector<LmMemoryEstimate>& estimates, int64_t device_bytes,
+                                  const std::string& device_name, LmSharding sharding);
+/// The same of estimate_lm_memory(spec) and spec.sharding.
+std::string lm_gpu_memory_refusal(const LmWorkloadSpec& spec, int64_t device_bytes, const std::string& device_name);
+
 /// "" when the ranks of a measured (cpu) run of `spec`, all threads of this process, fit in 90%
 /// of the memory available now (`machine.available_bytes`, MemAvailable: planner/host_memory.h
 /// fits_host_memory, the rule of the DLRM cpu backend, exec/host_memory_check.h; 0: unknown,

@@ -118,6 +118,12 @@ struct LmSimulatedStep {
   /// every rank's bytes of the split checks (all-gathers of 2 n int64 counts before each
   /// all-to-all and reduce-scatter), not in bytes_sent_all_ranks
   int64_t split_check_bytes_all_ranks = 0;
+  /// The stand-in body's share (the workload's body_layers replicated fp32 dense layers, not
+  /// Megatron's tensor-parallel transformer, whose weight gradients are not all-reduced over the
+  /// tensor-parallel group): rank 0's time in "body_forward" and "body_backward" (ns), rank 0's
+  /// time in the call "body/grad_all_reduce" (ns, waiting included, as comm_ns; part of comm_ns),
+  /// and every rank's bytes of that call (part of bytes_sent_all_ranks). 0 without body layers.
+  int64_t body_compute_ns = 0, body_comm_ns = 0, body_bytes_all_ranks = 0;
   std::vector<int64_t> start_ns, end_ns;    ///< rank 0's ops, program order
   StepProgram program;                      ///< rank 0's
   std::vector<StepProgram> programs;        ///< every rank's

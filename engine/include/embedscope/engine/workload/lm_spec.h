@@ -121,8 +121,15 @@ struct LmWorkloadSpec {
   /// estimates take each vocabulary range's share of the rows instead of the Zipf mass. A stored
   /// workload (parse_stored_lm_workload) has the file's name but not its ids.
   bool ids_from_file() const { return token_file_ids != nullptr || !token_file.empty(); }
-  /// V' (the padded vocabulary): ceil(V / (m p)) * m p, or V when m == 1.
+  /// V' (the padded vocabulary), as Megatron-LM's _vocab_size_with_padding: ceil(V / (m t)) * m t
+  /// with t = tensor_parallel_size(), or V when m == 1. Data-parallel ranks add no padding:
+  /// V 128,256, m 128 stays 128,256 under data_parallel at any p (a multiple of 128), and becomes
+  /// 129,024 under vocab_parallel on 8 ranks (a multiple of 1,024).
   int64_t padded_vocab_size() const;
+  /// The tensor-parallel size Megatron pads the vocabulary by: world_size for vocab_parallel (one
+  /// tensor-parallel group), 1 for data_parallel and row_wise (every rank its own micro batch: data
+  /// parallel; row_wise's uneven row blocks need no padding).
+  int tensor_parallel_size() const { return sharding == LmSharding::vocab_parallel ? world_size : 1; }
   /// Tokens one rank's micro batch holds: B x S.
   int64_t tokens_per_micro_batch() const { return micro_batch_size * sequence_length; }
   /// Tokens a step trains: the micro batch, times the ranks unless vocab_parallel splits the
