@@ -56,10 +56,15 @@ QString no_memory_records_text(const std::vector<LabelledSession>& sessions) {
   for (const auto& x : sessions) {
     const auto& r = *x.session;
     QString why = "no memory records";
-    if (r.meta(sessions::meta::kImported) == "1")
+    if (r.meta(sessions::meta::kImported) == "1") {
+      const std::string format = r.meta(sessions::meta::kImportFormat, "");
+      const QString what = format == "kineto_json"   ? "PyTorch profiler (Kineto)"
+                           : format == "nsys_sqlite" ? "Nsight Systems"
+                                                     : QString::fromStdString(format.empty() ? "profiler" : format);
       why = QString("an imported %1 trace, which records no allocations (import a PyTorch memory snapshot, or run "
                     "the workload, for the allocator's history)")
-                .arg(QString::fromStdString(r.meta(sessions::meta::kImportFormat, "profiler")));
+                .arg(what);
+    }
     else if (r.schema_version() <= 1)
       why = "schema version 1, before memory was recorded";
     parts << QString("%1: %2").arg(x.label, why);

@@ -62,7 +62,7 @@ struct MapFigures {
 MapFigures map_figures(const std::vector<sessions::MemoryBlockRecord>& blocks);
 
 /// Why a comparison's Memory page has nothing to draw (none of `sessions` has memory counters),
-/// session by session: "A: an imported profiler trace, which records no allocations (import a
+/// session by session: "A: an imported PyTorch profiler (Kineto) trace, which records no allocations (import a
 /// PyTorch memory snapshot, or run the workload, for the allocator's history)"; "B: schema
 /// version 1, before memory was recorded"; "C: no memory records". Joined with "; ".
 QString no_memory_records_text(const std::vector<LabelledSession>& sessions);

@@ -31,6 +31,7 @@
 #include "views/compare_view.h"
 #include "models/critical_path_model.h"
 #include "views/memory_compare.h"
+#include "embedscope/sessions/model/metadata_keys.h"
 #include "embedscope/engine/workload/scenario.h"
 #include "views/scenario_view.h"
 #include "core/load_data.h"
@@ -141,4 +142,36 @@ TEST(Compare, TheLegendOfThreeSessionsSitsAboveTheChartsNotOnThem) {
       EXPECT_FALSE(l->text().contains(QString::fromStdString(std::filesystem::path(sc->path()).parent_path().string())));
     }
   EXPECT_EQ(headers, 1);
+}
+
+// Two imported traces (no memory records) compared: the Memory page says why for each - an
+// imported trace records no allocations - not "schema version 1" (tester62b F12); a run's session
+// without memory records says just that.
+TEST(Compare, MemoryPageSaysWhyImportedTracesHaveNoMemoryRecords) {
+  auto make = [](const std::string& name, bool imported, const char* format) {
+    const auto path = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()) + ".db");
+    std::filesystem::remove(path);
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "1");
+    if (imported) {
+      w.set_metadata(sessions::meta::kImported, "1");
+      w.set_metadata(sessions::meta::kImportFormat, format);
+    }
+    w.add_step({0, 0, 0, 1'000'000, 0, 0, 0});
+    w.close("complete");
+    return open_reader(path.string());
+  };
+  const std::vector<LabelledSession> s = {{"A", make("es_nomem_a", true, "kineto_json")},
+                                          {"B", make("es_nomem_b", true, "nsys_sqlite")},
+                                          {"C", make("es_nomem_c", false, "")}};
+  const QString why = no_memory_records_text(s);
+  EXPECT_EQ(why.toStdString(),
+            "A: an imported PyTorch profiler (Kineto) trace, which records no allocations (import a PyTorch memory "
+            "snapshot, or run the workload, for the allocator's history); B: an imported Nsight Systems trace, which records no allocations (import a "
+            "PyTorch memory snapshot, or run the workload, for the allocator's history); C: no memory records");
+  MemoryCompare page({s[0], s[1]});
+  auto* none = page.findChild<QLabel*>("memory_compare_none");
+  ASSERT_NE(none, nullptr);
+  EXPECT_EQ(none->text().toStdString().rfind("these sessions have no memory records: A: an imported PyTorch profiler (Kineto) trace", 0), 0u);
+  EXPECT_EQ(none->text().toStdString().find("schema version"), std::string::npos);
 }
