@@ -53,6 +53,7 @@ nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& ta
                    {"hash_size", ts.hash_size},
                    {"low_rank_dim", ts.low_rank_dim},
                    {"hash_collisions", figure(ts.hash_collisions)},
+                   {"hash_collisions_per_rank", figure(ts.hash_collisions_per_rank)},
                    {"hot_rows", ts.hot_rows},
                    {"hot_ids", figure(ts.hot_ids)},
                    {"hot_all_reduce_bytes", ts.hot_all_reduce_bytes},

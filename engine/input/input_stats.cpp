@@ -9,13 +9,20 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/engine/input/hashing.h"
 #include "embedscope/engine/input/source.h"
 
 namespace embedscope::engine {
 
 InputStats::InputStats(const WorkloadSpec& spec)
-    : row_count_(spec.features.size()), length_count_(spec.features.size()), out_of_range_(spec.features.size(), 0) {
+    : row_count_(spec.features.size()),
+      length_count_(spec.features.size()),
+      out_of_range_(spec.features.size(), 0),
+      stored_count_(spec.features.size()),
+      table_collisions_(spec.tables.size(), 0) {
   const FeatureIndex index(spec);
+  for (const auto& t : spec.tables)
+    if (t.hash_size > 0) hashing_ = spec;
   for (size_t f = 0; f < spec.features.size(); ++f) {
     FeatureInputStats s;
     s.feature = spec.features[f].name;
@@ -23,6 +30,7 @@ InputStats::InputStats(const WorkloadSpec& spec)
     if (t >= 0) {
       s.table = spec.tables[static_cast<size_t>(t)].name;
       s.num_embeddings = spec.tables[static_cast<size_t>(t)].num_embeddings;
+      s.hash_size = spec.tables[static_cast<size_t>(t)].hash_size;
     }
     base_.push_back(std::move(s));
   }
@@ -35,8 +43,9 @@ void InputStats::add(const KJT& kjt) {
   const int64_t B = kjt.batch_size;
   size_t pos = 0;
   for (size_t f = 0; f < base_.size(); ++f) {
-    const int64_t n = base_[f].num_embeddings;
+    const int64_t n = base_[f].num_embeddings, hash_size = base_[f].hash_size;
     auto& rows = row_count_[f];
+    auto& stored = stored_count_[f];
     auto& lengths = length_count_[f];
     for (int64_t b = 0; b < B; ++b) {
       const int64_t len = kjt.lengths[f * static_cast<size_t>(B) + static_cast<size_t>(b)];
@@ -45,12 +54,33 @@ void InputStats::add(const KJT& kjt) {
         const int64_t id = kjt.values[pos++];
         if (id < 0 || id >= n)
           ++out_of_range_[f];
-        else
+        else {
           ++rows[id];
+          if (hash_size > 0) ++stored[hashed_row(id, hash_size)];
+        }
       }
     }
   }
+  ++batches_;
+  if (hashing_) {  // the collisions as a run counts them: on the batch as the rank hashes it
+    KJT hashed = kjt;
+    const std::vector<int64_t> c = apply_hashing(*hashing_, hashed);
+    for (size_t t = 0; t < c.size() && t < table_collisions_.size(); ++t) table_collisions_[t] += c[t];
+  }
 }
+
+namespace {
+// Share of the lookups (row -> count) on the hottest k rows; 0 without lookups.
+double share_on_hottest(std::vector<int64_t>& counts, int64_t k) {
+  std::sort(counts.begin(), counts.end(), std::greater<>());
+  int64_t sum = 0, lookups = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    lookups += counts[i];
+    if (static_cast<int64_t>(i) < k) sum += counts[i];
+  }
+  return lookups > 0 ? static_cast<double>(sum) / static_cast<double>(lookups) : 0.0;
+}
+}  // namespace
 
 std::vector<FeatureInputStats> InputStats::result() const {
   std::vector<FeatureInputStats> out = base_;
@@ -91,6 +121,20 @@ std::vector<FeatureInputStats> InputStats::result() const {
     s.hot_rows_10 = std::max<int64_t>(1, (s.num_embeddings + 9) / 10);
     s.top1_share = share_of_top(s.hot_rows_1);
     s.top10_share = share_of_top(s.hot_rows_10);
+    if (s.hash_size > 0) {
+      std::vector<int64_t> stored;
+      stored.reserve(stored_count_[f].size());
+      for (const auto& [row, c] : stored_count_[f]) stored.push_back(c);
+      s.distinct_stored_rows = static_cast<int64_t>(stored.size());
+      s.stored_hot_rows_1 = std::max<int64_t>(1, (s.hash_size + 99) / 100);
+      s.stored_hot_rows_10 = std::max<int64_t>(1, (s.hash_size + 9) / 10);
+      s.stored_top1_share = share_on_hottest(stored, s.stored_hot_rows_1);
+      s.stored_top10_share = share_on_hottest(stored, s.stored_hot_rows_10);
+      const FeatureIndex index(*hashing_);
+      const int t = index.table_of_feature()[f];
+      s.collisions = t >= 0 ? table_collisions_[static_cast<size_t>(t)] : 0;
+      s.collisions_per_batch = batches_ > 0 ? static_cast<double>(s.collisions) / static_cast<double>(batches_) : 0.0;
+    }
   }
   return out;
 }

@@ -13,9 +13,19 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <stdexcept>
+#include <string>
 
+#include <fmt/format.h>
+
+#include "embedscope/engine/input/hashing.h"
 #include "embedscope/engine/input/input.h"
+#include "embedscope/engine/input/source.h"
 #include "embedscope/engine/kernels/kernels.h"
 #include "embedscope/engine/memory/allocator.h"
 #include "embedscope/engine/model/dense.h"
@@ -66,6 +76,103 @@ int64_t received_ids_quantile(const WorkloadSpec& spec, const Layout& L, const S
   }
   return static_cast<int64_t>(std::ceil(std::min(most, mean + z * std::sqrt(var))));
 }
+
+namespace {
+// A recorded input's batches (input kind kjt) as the replay needs them: per iteration (warm-up
+// and measured) and feature, the rows of the global batch (every rank's bags), sorted, with
+// duplicates and distinct: out-of-range ids clamped into the table (the invalid_ids policies drop
+// or clamp them: at most this many) and hashed tables' ids hashed (input/hashing.h). Read once
+// per file, batch size, world and iteration count (plan --auto replays many plans), under a lock.
+struct RecordedRows {
+  std::vector<std::vector<std::vector<int64_t>>> all, distinct;  // [iteration][feature]
+};
+
+std::shared_ptr<const RecordedRows> recorded_rows(const WorkloadSpec& spec) {
+  static std::mutex lock;
+  static std::map<std::string, std::shared_ptr<const RecordedRows>> cache;
+  std::error_code ec;
+  const std::string& path = spec.input.paths.front();
+  const auto stamp = std::filesystem::last_write_time(path, ec).time_since_epoch().count();
+  std::string key = fmt::format("{}|{}|{}|{}|{}|{}", path, ec ? 0 : stamp, spec.batch_size, spec.devices.count,
+                                spec.warmup_steps + spec.steps, spec.features.size());
+  for (const auto& t : spec.tables) key += fmt::format("|{}:{}", t.num_embeddings, t.hash_size);
+  const std::lock_guard<std::mutex> g(lock);
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  auto out = std::make_shared<RecordedRows>();
+  const std::vector<int> table_of = FeatureIndex(spec).table_of_feature();
+  const std::unique_ptr<BatchSource> source = make_batch_source(spec);
+  const int64_t iterations = spec.warmup_steps + spec.steps;
+  for (int64_t it = 0; it < iterations; ++it) {
+    std::vector<std::vector<int64_t>> rows(spec.features.size());
+    for (int r = 0; r < spec.devices.count; ++r) {
+      const Batch b = source->make(it, r);
+      for (size_t f = 0; f < spec.features.size() && f < static_cast<size_t>(b.kjt.num_features); ++f) {
+        const int t = table_of[f];
+        const int64_t n = t >= 0 ? spec.tables[static_cast<size_t>(t)].num_embeddings : 1;
+        const int64_t h = t >= 0 ? spec.tables[static_cast<size_t>(t)].hash_size : 0;
+        const int64_t first = b.kjt.feature_offset(static_cast<int>(f));
+        int64_t len = 0;
+        for (int64_t k = 0; k < b.kjt.batch_size; ++k)
+          len += b.kjt.lengths[f * static_cast<size_t>(b.kjt.batch_size) + static_cast<size_t>(k)];
+        for (int64_t i = first; i < first + len; ++i) {
+          const int64_t id = std::clamp<int64_t>(b.kjt.values[static_cast<size_t>(i)], 0, n - 1);
+          rows[f].push_back(h > 0 ? hashed_row(id, h) : id);
+        }
+      }
+    }
+    std::vector<std::vector<int64_t>> distinct(rows.size());
+    for (size_t f = 0; f < rows.size(); ++f) {
+      std::sort(rows[f].begin(), rows[f].end());
+      distinct[f] = rows[f];
+      distinct[f].erase(std::unique(distinct[f].begin(), distinct[f].end()), distinct[f].end());
+    }
+    out->all.push_back(std::move(rows));
+    out->distinct.push_back(std::move(distinct));
+  }
+  cache[key] = out;
+  return out;
+}
+
+// Of the sorted `rows`, those a slot receives: every one, or those in its row range (bucketized).
+int64_t rows_for_slot(const std::vector<int64_t>& rows, const Slot& sl) {
+  if (!sl.bucketize_by_rows) return static_cast<int64_t>(rows.size());
+  return std::lower_bound(rows.begin(), rows.end(), sl.s.row_offset + sl.s.num_rows) -
+         std::lower_bound(rows.begin(), rows.end(), sl.s.row_offset);
+}
+
+// For recorded input: the most ids `rank` receives in one batch (its slots' ids of the global
+// batch, the largest over the run's iterations), and per slot of the layout the most distinct
+// rows it receives in one batch (a host table's fetch buffer, HostRowStore::gather). Measured,
+// not a quantile: the file is what the run reads.
+struct RecordedBound {
+  int64_t ids = 0;
+  std::vector<int64_t> distinct;  // per L.slots index (0 for another rank's)
+};
+// nullopt where the file cannot be read (the run reports that, naming the file): the estimate
+// then falls back on the features' pooling factors, as for synthetic input.
+std::optional<RecordedBound> recorded_bound(const WorkloadSpec& spec, const Layout& L, int rank) {
+  std::shared_ptr<const RecordedRows> rec;
+  try {
+    rec = recorded_rows(spec);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  RecordedBound out;
+  out.distinct.assign(L.slots.size(), 0);
+  for (size_t it = 0; it < rec->all.size(); ++it) {
+    int64_t ids = 0;
+    for (int k : L.slots_to[static_cast<size_t>(rank)]) {
+      const Slot& sl = L.slots[static_cast<size_t>(k)];
+      ids += rows_for_slot(rec->all[it][static_cast<size_t>(sl.feature)], sl);
+      out.distinct[static_cast<size_t>(k)] =
+          std::max(out.distinct[static_cast<size_t>(k)], rows_for_slot(rec->distinct[it][static_cast<size_t>(sl.feature)], sl));
+    }
+    out.ids = std::max(out.ids, ids);
+  }
+  return out;
+}
+
+}  // namespace
 
 double max_quantile_z(int64_t batches) {
   // P(some batch > mean + z sd) <= batches x P(one > z sd) = batches x erfc(z / sqrt 2) / 2
@@ -125,10 +232,28 @@ std::vector<std::vector<int64_t>> dense_device_calls(const WorkloadSpec& spec, c
   return calls;
 }
 
-AllocatorReplay::AllocatorReplay(AllocatorKind kind, int64_t max_split_size)
-    : alloc_(DeviceAllocator::create(
-          {kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind, kMaxMemoryBytes, max_split_size, false})),
-      kind_(kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind), max_split_size_(max_split_size) {}
+namespace {
+// The bookkeeping allocator's config: capacity kMaxMemoryBytes, and a garbage-collection threshold
+// scaled so that it collects above gc_threshold x device_bytes, the run's trigger (its threshold
+// is a fraction of its own capacity, the device's).
+AllocatorConfig replay_config(AllocatorKind kind, int64_t max_split_size, double gc_threshold, int64_t device_bytes) {
+  if (!(gc_threshold >= 0 && gc_threshold < 1) || (gc_threshold > 0 && device_bytes <= 0))
+    throw std::invalid_argument(fmt::format("AllocatorReplay: garbage_collection_threshold {} with a device of {} bytes",
+                                            gc_threshold, device_bytes));
+  AllocatorConfig c{kind, kMaxMemoryBytes, max_split_size, false};
+  if (kind == AllocatorKind::caching && gc_threshold > 0)
+    c.garbage_collection_threshold =
+        gc_threshold * static_cast<double>(std::min(device_bytes, kMaxMemoryBytes)) / static_cast<double>(kMaxMemoryBytes);
+  return c;
+}
+}  // namespace
+
+AllocatorReplay::AllocatorReplay(AllocatorKind kind, int64_t max_split_size, double gc_threshold, int64_t device_bytes)
+    : alloc_(DeviceAllocator::create(replay_config(kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind,
+                                                   max_split_size, gc_threshold, device_bytes))),
+      kind_(kind == AllocatorKind::cuda_async ? AllocatorKind::caching : kind),
+      max_split_size_(max_split_size),
+      gc_threshold_(gc_threshold) {}
 
 int64_t AllocatorReplay::allocated() const { return add_bytes_saturating(alloc_->allocated_bytes(), beyond_live_); }
 
@@ -142,7 +267,9 @@ MemoryStats AllocatorReplay::stats() const {
 }
 
 ReplayShortfall AllocatorReplay::shortfall_at(int64_t capacity_bytes, AllocatorKind kind) const {
-  const auto alloc = DeviceAllocator::create({kind, capacity_bytes, max_split_size_, false});
+  AllocatorConfig config{kind, capacity_bytes, max_split_size_, false};
+  if (kind == AllocatorKind::caching) config.garbage_collection_threshold = gc_threshold_;  // of this capacity
+  const auto alloc = DeviceAllocator::create(config);
   std::vector<Allocation> live(ops_.size());  // per take: its block in this replay
   for (size_t i = 0; i < ops_.size(); ++i) {
     const Op& op = ops_[i];
@@ -228,9 +355,12 @@ class Replay {
   Replay(const WorkloadSpec& spec, const ShardingPlan& plan, const Layout& L, int rank, const SlotShares& shares,
          bool step_ends = false)
       : spec_(spec), plan_(plan), L_(L), me_(rank), step_ends_(step_ends),
-        mem_(spec.memory.allocator, spec.memory.max_split_size),
+        mem_(spec.memory.allocator, spec.memory.max_split_size, spec.memory.garbage_collection_threshold,
+             spec.devices.memory_bytes),
         mine_(L.slots_to[static_cast<size_t>(rank)]),
-        recv_ids_(received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))),
+        recorded_(spec.input.kind == InputKind::kjt ? recorded_bound(spec, L, rank) : std::nullopt),
+        recv_ids_(recorded_ ? recorded_->ids
+                            : received_ids_quantile(spec, L, shares, rank, max_quantile_z(spec.warmup_steps + spec.steps))),
         device_path_(spec.devices.backend == Backend::cuda),
         resident_(device_path_ && dense_resident_supported(spec)),
         device_input_dist_(resident_ && spec.qcomms.forward_precision == CommPrecision::fp32 &&
@@ -438,7 +568,9 @@ class Replay {
       const Slot& sl = L_.slots[static_cast<size_t>(k)];
       const TableSpec& t = spec_.tables[static_cast<size_t>(sl.table)];
       if (t.placement == TablePlacement::device) continue;
-      const int64_t rows = std::min(recv_ids_, sl.s.num_rows), cols = sl.s.num_cols;
+      // recorded input: the slot's distinct rows of its largest batch (the run's gather)
+      const int64_t received = recorded_ ? recorded_->distinct[static_cast<size_t>(k)] : recv_ids_;
+      const int64_t rows = std::min(received, sl.s.num_rows), cols = sl.s.num_cols;
       const bool cuda = spec_.devices.backend == Backend::cuda;
       Allocation w = take(rows * cols * 4, bi);
       if (update) {
@@ -540,6 +672,7 @@ class Replay {
   bool step_ends_;  // record the allocator's figures at each iteration's end
   AllocatorReplay mem_;  // the rank's allocator (bookkeeping only)
   const std::vector<int>& mine_;
+  std::optional<RecordedBound> recorded_;  // recorded (kjt) input: what its batches hold
   int64_t recv_ids_;  // ids received for the local slots in one batch
   bool device_path_;  // the cuda backend: the dense part's device copies (dense_device_calls)
   bool resident_;     // the cuda backend's resident dense part: no per-call copies

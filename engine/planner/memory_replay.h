@@ -5,7 +5,9 @@
 // takes and gives back, in the executor's order - replayed through the rank's allocator
 // (memory/allocator.h, bookkeeping only), whose peak allocated bytes are the estimate. So the
 // caching allocator's rounding and its unsplit block remainders are counted as a run counts them,
-// and buffers that are never alive together are not summed. Internal to the engine.
+// and buffers that are never alive together are not summed. The ids a batch brings are a
+// quantile of the features' pooling factors for generated input, and read from the file's
+// batches for recorded (kjt) input. Internal to the engine.
 
 #include <cstdint>
 #include <memory>
@@ -42,8 +44,14 @@ struct ReplayShortfall {
 class AllocatorReplay {
  public:
   /// `kind`: caching, expandable or direct (cuda_async is replayed as caching, its pool being
-  /// opaque); `max_split_size` as AllocatorConfig's (0 = unlimited).
-  AllocatorReplay(AllocatorKind kind, int64_t max_split_size);
+  /// opaque); `max_split_size` as AllocatorConfig's (0 = unlimited). `gc_threshold` (caching
+  /// only; 0 = off, else 0 < t < 1: AllocatorConfig::garbage_collection_threshold, PyTorch's
+  /// garbage_collect_cached_blocks) with `device_bytes` (> 0, the device's capacity): whole free
+  /// large-pool segments are released once reserved bytes pass gc_threshold x device_bytes, as
+  /// the run's allocator of that capacity releases them, although the bookkeeping allocator's
+  /// capacity is kMaxMemoryBytes (its threshold is scaled to it); shortfall_at applies it too.
+  /// Throws std::invalid_argument for a threshold outside [0, 1) or one with device_bytes <= 0.
+  AllocatorReplay(AllocatorKind kind, int64_t max_split_size, double gc_threshold = 0, int64_t device_bytes = 0);
   /// A block of `bytes` (nothing, an empty Allocation, for bytes <= 0, as DeviceBuffer), taken
   /// for the context set_context last named (shortfall_at reports it).
   Allocation take(int64_t bytes);
@@ -78,6 +86,7 @@ class AllocatorReplay {
   std::unique_ptr<DeviceAllocator> alloc_;
   AllocatorKind kind_;
   int64_t max_split_size_;
+  double gc_threshold_;  // of the device's capacity (0: off)
   // every take (bytes > 0: its request; its context) and give (bytes 0: `take`, the index of the
   // take it gives back), in order, for shortfall_at
   struct Op {

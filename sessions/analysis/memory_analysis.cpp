@@ -213,8 +213,11 @@ AllocatorSettings allocator_settings(const SessionReader& session) {
     const std::string split_text = split > 0 ? ", max_split_size " + format_bytes(split) : std::string();
     if (session.meta(meta::kImported, "0") == "1") {
       out.source = "PyTorch";
-      out.recorded = std::string(settings.value("expandable_segments", false) ? "expandable_segments" : "caching") +
-                     split_text;
+      const bool expandable = settings.value("expandable_segments", false);
+      out.recorded = std::string(expandable ? "expandable_segments" : "caching") + split_text;
+      if (const auto gc = settings.find("garbage_collection_threshold");
+          !expandable && gc != settings.end() && gc->is_number() && gc->get<double>() > 0)
+        out.recorded += fmt::format(", garbage_collection_threshold {:g}", gc->get<double>());
     } else {  // an lm_embedding run (tester47 F14.6: its Memory page said "not recorded")
       out.source = "the run's engine";
       out.recorded = settings.value("allocator", std::string("caching")) + split_text;
@@ -226,6 +229,9 @@ AllocatorSettings allocator_settings(const SessionReader& session) {
     add(w["memory"]);
     out.source = "the run's workload";
     out.recorded = w["memory"].value("allocator", std::string("caching"));
+    if (const auto gc = w["memory"].find("garbage_collection_threshold");
+        out.recorded == "caching" && gc != w["memory"].end() && gc->is_number() && gc->get<double>() > 0)
+      out.recorded += fmt::format(", garbage_collection_threshold {:g}", gc->get<double>());  // the replay's label
   }
   return out;
 }

@@ -47,6 +47,20 @@ std::vector<TableStorageRow> table_storage_rows(const std::string& table_storage
   return rows;
 }
 
+std::optional<std::vector<int64_t>> rank_hash_collisions(const std::string& table_storage_json) {
+  const nlohmann::json tables = nlohmann::json::parse(table_storage_json, nullptr, false);
+  if (!tables.is_array()) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const auto& t : tables) {
+    if (!t.is_object() || t.value("hash_size", int64_t{0}) <= 0) continue;
+    const auto it = t.find("hash_collisions_per_rank");
+    if (it == t.end() || !it->is_array()) return std::nullopt;
+    if (out.size() < it->size()) out.resize(it->size(), 0);
+    for (size_t r = 0; r < it->size(); ++r) out[r] += (*it)[r].is_number_integer() ? (*it)[r].get<int64_t>() : 0;
+  }
+  return out;
+}
+
 bool stored_differently(const TableStorageRow& row) {
   return row.data_type != "fp32" || row.hash_size > 0 || row.low_rank_dim > 0 || row.state != "fp32" ||
          row.placement != "device";

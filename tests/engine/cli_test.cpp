@@ -607,12 +607,22 @@ TEST(Cli, RunAndStatsReportTableStorage) {
   EXPECT_GT(j["tables"][3]["relative_error"].get<double>(), 0.0);
   EXPECT_LE(j["tables"][3]["relative_error"].get<double>(), 1.0 / 255);
   EXPECT_EQ(j["tables"][1]["relative_error"], 0.0);
+  // per rank: the session keeps what run --json says (each rank's own batches), and they sum
+  // to the table's total
+  const auto per_rank = j["tables"][3]["hash_collisions_per_rank"];
+  ASSERT_EQ(per_rank.size(), j["ranks"].size());
+  EXPECT_EQ(total(per_rank), j["tables"][3]["hash_collisions"].get<int64_t>());
+  for (size_t r = 0; r < per_rank.size(); ++r) EXPECT_EQ(per_rank[r], j["ranks"][r]["hash_collisions"]) << r;
   Result s = cli("stats " + db);
   ASSERT_EQ(s.code, 0) << s.err;
   EXPECT_NE(s.out.find("collisions/step"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("by the rank whose batches collided:  rank 0 "), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("int8"), std::string::npos) << s.out;
   Result sj = cli("stats --json " + db);
   ASSERT_EQ(sj.code, 0) << sj.err;
+  const auto sjj = nlohmann::json::parse(sj.out);
+  ASSERT_EQ(sjj["ranks"].size(), j["ranks"].size());
+  for (size_t r = 0; r < per_rank.size(); ++r) EXPECT_EQ(sjj["ranks"][r]["hash_collisions"], per_rank[r]) << r;
   const auto st = nlohmann::json::parse(sj.out);
   EXPECT_EQ(st["tables"], j["tables"]);
 }

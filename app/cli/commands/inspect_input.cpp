@@ -29,6 +29,30 @@ const std::vector<std::string> kNotForInspectInput = {
     "--sharding", "--local-world-size", "--backend", "--pipeline", "--qcomms", "--dense-precision",
     "--simulate", "--nodes", "--gpus-per-node", "--network-bandwidth", "--network-latency", "--sequence-parallel"};
 
+// Features of hashed tables (hash_size): the raw ids above become the rows the table stores,
+// XXH64(id) mod hash_size; their distinct stored rows, skew over those rows and the collisions a
+// run counts. "" when no table is hashed.
+std::string hashed_features_text(const std::vector<es::FeatureInputStats>& features, int devices) {
+  bool any = false;
+  for (const auto& s : features) any |= s.hash_size > 0;
+  if (!any) return "";
+  std::string out = fmt::format("\nhashed tables: the ids above as the rows they are stored in (XXH64(id) mod hash_size)\n"
+                                "{:<16} {:<16} {:>12} {:>14} {:>8} {:>8} {:>12} {:>17}\n",
+                                "feature", "table", "stored rows", "distinct (all)", "top 1%", "top 10%", "collisions",
+                                "collisions/batch");
+  for (const auto& s : features)
+    if (s.hash_size > 0)
+      out += fmt::format("{:<16} {:<16} {:>12} {:>14} {:>7.1f}% {:>7.1f}% {:>12} {:>17.1f}\n", s.feature, s.table,
+                         s.hash_size, s.distinct_stored_rows, 100 * s.stored_top1_share, 100 * s.stored_top10_share,
+                         s.collisions, s.collisions_per_batch);
+  out += fmt::format("distinct (all): stored rows looked up at least once; top 1% / 10%: share of the lookups on the "
+                     "hottest ceil(1% / 10% of hash_size) stored rows; collisions: the distinct ids of a batch that "
+                     "share their stored row with another distinct id of it (over all the table's features), summed "
+                     "over the batches - a run's collisions/step is collisions/batch x {} devices\n",
+                     devices);
+  return out;
+}
+
 int cmd_inspect_input(WorkloadArgs& a, bool as_json) {
   refuse_hidden_workload_options(a, kNotForInspectInput,
                                  "not for inspect-input: it reads the batches a run would train on, which only the "
@@ -61,6 +85,19 @@ int cmd_inspect_input(WorkloadArgs& a, bool as_json) {
                                {"top10_rows", s.hot_rows_10},
                                {"top10_share", s.top10_share},
                                {"out_of_range_ids", s.out_of_range}});
+    for (size_t f = 0; f < result.size(); ++f) {  // a hashed table's ids as the rows it stores
+      const auto& s = result[f];
+      j["features"][f]["hashed"] =
+          s.hash_size <= 0 ? json()
+                           : json{{"hash_size", s.hash_size},
+                                  {"distinct_stored_rows", s.distinct_stored_rows},
+                                  {"top1_stored_rows", s.stored_hot_rows_1},
+                                  {"top1_share", s.stored_top1_share},
+                                  {"top10_stored_rows", s.stored_hot_rows_10},
+                                  {"top10_share", s.stored_top10_share},
+                                  {"collisions", s.collisions},
+                                  {"collisions_per_batch", s.collisions_per_batch}};
+    }
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return 0;
   }
@@ -80,6 +117,7 @@ int cmd_inspect_input(WorkloadArgs& a, bool as_json) {
   // tester51 F8: two measures of "distinct rows", each named
   std::cout << "distinct (all): in-range rows looked up at least once over all these batches, a row once however many "
                "steps name it (`run`'s \"rows updated\" counts each step's distinct rows, summed over the steps)\n";
+  std::cout << hashed_features_text(result, spec.devices.count);
   return 0;
 }
 

@@ -169,31 +169,6 @@ std::string figure_or_dash(const json& t, const char* key, const char* f, double
   return fmt::format(fmt::runtime(f), per > 0 ? v / per : v);
 }
 
-// The table storage block (metadata table_storage_json, FORMAT.md) when a table is stored in
-// reduced precision, keeps reduced-precision optimizer state ("state") or is hashed: bytes over all ranks, the stored rows' error against their fp32
-// values, hash collisions per measured step. Empty for fp32 tables without hashing, older files
-// and unreadable metadata.
-std::string table_storage_text(const std::string& meta, int64_t steps) {
-  const std::vector<ss::TableStorageRow> rows = ss::table_storage_rows(meta, steps);  // the workbench's Summary reads the same
-  bool any = false;
-  for (const auto& r : rows) any |= r.data_type != "fp32" || r.hash_size > 0 || r.low_rank_dim > 0 || r.state != "fp32";
-  if (!any) return "";
-  auto or_dash = [](const std::optional<double>& v, const char* f) {
-    return v ? fmt::format(fmt::runtime(f), *v) : std::string("-");
-  };
-  std::string out = fmt::format("\n{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n",
-                                "table", "data_type", "rounding", "state", "hash_size", "low_rank", "weights", "optimizer state", "master copy",
-                                "max abs error", "relative", "collisions/step");
-  for (const auto& r : rows)
-    out += fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n", r.table,
-                       r.data_type, r.rounding, r.state, r.hash_size > 0 ? std::to_string(r.hash_size) : std::string("-"),
-                       r.low_rank_dim > 0 ? std::to_string(r.low_rank_dim) : std::string("-"), es::format_bytes(r.weight_bytes),
-                       es::format_bytes(r.optimizer_state_bytes), es::format_bytes(r.master_copy_bytes),
-                       or_dash(r.max_abs_error, "{:.3g}"), or_dash(r.relative_error, "{:.3g}"),
-                       or_dash(r.collisions_per_step, "{:.1f}"));
-  return out;
-}
-
 // What a step holds: {samples_per_step, "samples"}, or for an lm_embedding workload its tokens
 // (micro batch x sequence, times the ranks unless vocab_parallel splits the table, not the batch).
 std::pair<int64_t, std::string> step_size(const std::string& workload_json, int64_t samples_per_step) {
@@ -384,6 +359,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step, int64_
                                    {"to_type", c.to_type}, {"row_offset", c.row_offset}, {"num_rows", c.num_rows},
                                    {"col_offset", c.col_offset}, {"num_cols", c.num_cols},
                                    {"bytes", c.bytes}});
+    // per rank: the hash collisions of its own batches (0 where no table is hashed; null where the
+    // session does not hold them per rank: older files, simulated runs)
+    const auto collisions = ss::rank_hash_collisions(session.meta(ss::meta::kTableStorageJson, "[]"));
     for (const auto& r : st.ranks) {
       json cats = json::object();
       for (int c = 0; c < ss::kNumCategories; ++c)
@@ -398,6 +376,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step, int64_
                             {"fragmentation", st.has_memory ? json(r.fragmentation) : json()},
                             {"memviz_fragmentation", st.has_memory && r.memviz_fragmentation ? json(*r.memviz_fragmentation) : json()},
                             {"window_ns", r.window_ns}});
+      j["ranks"].back()["hash_collisions"] =
+          !collisions ? json()
+                      : json(static_cast<size_t>(r.rank) < collisions->size() ? (*collisions)[static_cast<size_t>(r.rank)] : 0);
       if (st.stream_ranks) j["ranks"].back()["gpu_busy_pct"] = r.gpu_busy_pct;
       if (st.stream_ranks && !imported) {
         j["ranks"].back()["host_comm_ns"] = r.host_comm_ns;

@@ -7,6 +7,7 @@
 
 #include "embedscope/sessions/analysis/kernel_name.h"
 #include "embedscope/sessions/analysis/stragglers.h"
+#include "embedscope/sessions/analysis/table_storage.h"
 #include "embedscope/sessions/model/units.h"  // format_duration
 #include "output/output.h"                    // ms
 
@@ -160,6 +161,34 @@ std::string hot_rows_none_text(const std::string& workload_json, const std::stri
     out += fmt::format("hot rows     {}: none chosen (no row had more than W x (dim + 1) = {} x {} = {} ids a step in "
                        "the first {} iteration{}; every row of the table stays sharded)\n",
                        name, world, dim + 1, world * (dim + 1), n, n == 1 ? "" : "s");
+  }
+  return out;
+}
+
+std::string table_storage_text(const std::string& meta, int64_t steps) {
+  const std::vector<ss::TableStorageRow> rows = ss::table_storage_rows(meta, steps);  // the workbench's Summary reads the same
+  bool any = false;
+  for (const auto& r : rows) any |= r.data_type != "fp32" || r.hash_size > 0 || r.low_rank_dim > 0 || r.state != "fp32";
+  if (!any) return "";
+  auto or_dash = [](const std::optional<double>& v, const char* f) {
+    return v ? fmt::format(fmt::runtime(f), *v) : std::string("-");
+  };
+  std::string out = fmt::format("\n{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n",
+                                "table", "data_type", "rounding", "state", "hash_size", "low_rank", "weights", "optimizer state", "master copy",
+                                "max abs error", "relative", "collisions/step");
+  for (const auto& r : rows)
+    out += fmt::format("{:<20} {:<9} {:<10} {:<5} {:>10} {:>8} {:>12} {:>16} {:>12} {:>14} {:>10} {:>16}\n", r.table,
+                       r.data_type, r.rounding, r.state, r.hash_size > 0 ? std::to_string(r.hash_size) : std::string("-"),
+                       r.low_rank_dim > 0 ? std::to_string(r.low_rank_dim) : std::string("-"), ss::format_bytes(r.weight_bytes),
+                       ss::format_bytes(r.optimizer_state_bytes), ss::format_bytes(r.master_copy_bytes),
+                       or_dash(r.max_abs_error, "{:.3g}"), or_dash(r.relative_error, "{:.3g}"),
+                       or_dash(r.collisions_per_step, "{:.1f}"));
+  // which ranks' batches collide (hashed tables, sessions that hold them per rank)
+  if (const auto per_rank = ss::rank_hash_collisions(meta); per_rank && !per_rank->empty()) {
+    out += "hash collisions per measured step, by the rank whose batches collided:";
+    for (size_t r = 0; r < per_rank->size(); ++r)
+      out += fmt::format("  rank {} {:.1f}", r, static_cast<double>((*per_rank)[r]) / static_cast<double>(steps > 0 ? steps : 1));
+    out += "\n";
   }
   return out;
 }

@@ -22,6 +22,14 @@ namespace embedscope::cli {
 /// all sharded)". "" otherwise, and for unreadable or older metadata. `world`: the run's ranks.
 std::string hot_rows_none_text(const std::string& workload_json, const std::string& table_storage_json, int64_t world);
 
+/// The table storage block (metadata table_storage_json, FORMAT.md) when a table is stored in
+/// reduced precision, keeps reduced-precision optimizer state ("state"), is low-rank or hashed:
+/// bytes over all ranks, the stored rows' error against their fp32 values, hash collisions per
+/// measured step (`steps`), and for hashed tables a line of them per rank where the session holds
+/// them (sessions::rank_hash_collisions). "" for fp32 tables without hashing, older files and
+/// unreadable metadata.
+std::string table_storage_text(const std::string& table_storage_json, int64_t steps);
+
 /// `stats --top`'s default: rows of the critical path and of the kernel breakdown shown.
 constexpr int64_t kStatsTopRows = 10;
 

@@ -1,5 +1,7 @@
 #include "views/memory_replay.h"
 
+#include <cstdlib>
+#include <string_view>
 #include <QCheckBox>
 #include <QDoubleSpinBox>
 #include <QGridLayout>
@@ -25,7 +27,7 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
     : QWidget(parent), caching_(new QCheckBox("caching", this)), expandable_(new QCheckBox("expandable", this)),
-      max_split_mib_(new QDoubleSpinBox(this)), capacity_mib_(new QDoubleSpinBox(this)),
+      max_split_mib_(new QDoubleSpinBox(this)), gc_threshold_(new QDoubleSpinBox(this)), capacity_mib_(new QDoubleSpinBox(this)),
       button_(new QPushButton("Replay", this)), note_(new QLabel(this)), table_(new QTableWidget(0, 4, this)),
       verdicts_(new QLabel(this)), job_(new AnalysisJob(this)) {
   auto* g = new QGridLayout(this);
@@ -37,6 +39,12 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
   max_split_mib_->setSuffix(" MiB");
   max_split_mib_->setSpecialValueText("off");
   max_split_mib_->setToolTip("max_split_size: blocks of this size or more are never split (0: off)");
+  gc_threshold_->setRange(0, 0.99);
+  gc_threshold_->setDecimals(2);
+  gc_threshold_->setSingleStep(0.05);
+  gc_threshold_->setSpecialValueText("off");
+  gc_threshold_->setToolTip("garbage_collection_threshold: above this fraction of the capacity reserved, whole free "
+                            "segments unused longest are released before new memory is reserved (0: off)");
   capacity_mib_->setRange(1, 1 << 24);
   capacity_mib_->setDecimals(0);
   capacity_mib_->setSuffix(" MiB");
@@ -45,11 +53,13 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
   g->addWidget(expandable_, 0, 2);
   g->addWidget(new QLabel("caching with max_split_size", this), 1, 0);
   g->addWidget(max_split_mib_, 1, 1);
-  g->addWidget(new QLabel("device capacity", this), 2, 0);
-  g->addWidget(capacity_mib_, 2, 1);
-  g->addWidget(button_, 2, 2);
+  g->addWidget(new QLabel("caching with garbage_collection_threshold", this), 2, 0);
+  g->addWidget(gc_threshold_, 2, 1);
+  g->addWidget(new QLabel("device capacity", this), 3, 0);
+  g->addWidget(capacity_mib_, 3, 1);
+  g->addWidget(button_, 3, 2);
   note_->setWordWrap(true);
-  g->addWidget(note_, 3, 0, 1, 3);
+  g->addWidget(note_, 4, 0, 1, 3);
   // taken when reserved bytes first reach their peak (engine ReplayResult::fragmentation_at_peak)
   table_->setHorizontalHeaderLabels({"setting", "peak reserved", "frag. at peak reserved", "result"});
   table_->horizontalHeaderItem(2)->setToolTip(
@@ -61,12 +71,12 @@ MemoryReplayPanel::MemoryReplayPanel(QWidget* parent)
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);  // fit_table_height: its rows' height
   fit_table_height();
-  g->addWidget(table_, 4, 0, 1, 3);
+  g->addWidget(table_, 5, 0, 1, 3);
   verdicts_->setWordWrap(true);
   verdicts_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   verdicts_->setStyleSheet("color: #b00000");
   verdicts_->hide();
-  g->addWidget(verdicts_, 5, 0, 1, 3);
+  g->addWidget(verdicts_, 6, 0, 1, 3);
   button_->setEnabled(false);
   connect(button_, &QPushButton::clicked, this, &MemoryReplayPanel::replay);
 }
@@ -100,6 +110,11 @@ void MemoryReplayPanel::set_history(std::shared_ptr<const sessions::MemoryHistor
   capacity_mib_->setValue(std::ceil(static_cast<double>(cap) / kMiB));
   auto bytes = [](int64_t b) { return QString::fromStdString(sessions::format_bytes(b)); };
   recorded_ = recorded;
+  // a recorded threshold (sessions::allocator_settings: "caching, garbage_collection_threshold
+  // 0.5") is offered, so the replay of the recorded settings collects as the run did
+  constexpr std::string_view kGc = "garbage_collection_threshold ";
+  const size_t at = recorded.find(kGc);
+  gc_threshold_->setValue(at == std::string::npos ? 0.0 : std::strtod(recorded.c_str() + at + kGc.size(), nullptr));
   recorded_entry_ = -1;
   recorded_oom_ = dump_segments_ = dump_reserved_ = -1;
   base_note_ = QString("Recorded settings: %1. Capacity: %2.")
@@ -161,6 +176,7 @@ std::vector<engine::AllocatorConfig> MemoryReplayPanel::settings() const {
   if (caching_->isChecked()) out.push_back({engine::AllocatorKind::caching, cap, 0, false});
   if (expandable_->isChecked()) out.push_back({engine::AllocatorKind::expandable, cap, 0, false});
   if (split > 0) out.push_back({engine::AllocatorKind::caching, cap, split, false});
+  if (const double gc = gc_threshold_->value(); gc > 0) out.push_back({engine::AllocatorKind::caching, cap, 0, false, gc});
   return out;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The memory view's Replay panel: the rank's memory history replayed (engine replay_history, the
-// library code of `embedscope replay-memory`) under the caching and expandable allocators and a
-// max_split_size, at a device capacity, off the GUI thread; side by side per setting the peak
+// library code of `embedscope replay-memory`) under the caching and expandable allocators, a
+// max_split_size and a garbage_collection_threshold, at a device capacity, off the GUI thread; side by side per setting the peak
 // reserved bytes, fragmentation at the peak and whether and where it would run out of memory.
 
 #include <QString>
@@ -53,8 +53,9 @@ class MemoryReplayPanel : public QWidget {
   static QString recorded_comparison(const std::vector<engine::ReplayResult>& results, const std::string& recorded,
                                      int64_t recorded_entry, double recorded_fragmentation, int64_t recorded_reserved,
                                      int64_t recorded_oom = -1, int64_t dump_segments = -1, int64_t dump_reserved = -1);
-  /// The settings the controls ask for: caching and/or expandable, and caching with the
-  /// max_split_size when it is > 0.
+  /// The settings the controls ask for: caching and/or expandable, caching with the
+  /// max_split_size when it is > 0, and caching with the garbage_collection_threshold when it is
+  /// > 0 (set_history sets it to the recorded one, 0 when none was recorded).
   std::vector<engine::AllocatorConfig> settings() const;
   /// Starts the replay (what the Replay button does).
   void replay();
@@ -86,7 +87,7 @@ class MemoryReplayPanel : public QWidget {
   void fit_table_height();
   std::shared_ptr<const sessions::MemoryHistory> history_;
   QCheckBox *caching_, *expandable_;
-  QDoubleSpinBox *max_split_mib_, *capacity_mib_;
+  QDoubleSpinBox *max_split_mib_, *gc_threshold_, *capacity_mib_;
   QPushButton* button_;
   QLabel* note_;
   QTableWidget* table_;

@@ -242,8 +242,12 @@ void ThreadedExecutor::run(sessions::SessionWriter* session, RunResult& result) 
     }
     ts.hash_size = spec.tables[t].hash_size;
     ts.low_rank_dim = spec.tables[t].low_rank_dim;
-    for (auto& rk : ranks_)
-      if (t < rk->hash_collisions.size()) ts.hash_collisions += rk->hash_collisions[t];
+    ts.hash_collisions_per_rank.assign(static_cast<size_t>(W), 0);
+    for (size_t i = 0; i < ranks_.size(); ++i)
+      if (t < ranks_[i]->hash_collisions.size()) {
+        ts.hash_collisions += ranks_[i]->hash_collisions[t];
+        ts.hash_collisions_per_rank[static_cast<size_t>(local_ranks_[i])] += ranks_[i]->hash_collisions[t];
+      }
     ts.max_abs_error = err.max_abs_error;
     ts.relative_error = err.relative();
     result.table_storage.push_back(std::move(ts));

@@ -262,6 +262,9 @@ struct RunResult {
     /// Hash collisions of the table (input/hashing.h: apply_hashing) in every rank's batches,
     /// summed over the measured steps and ranks (each rank's local batch counted on its own).
     int64_t hash_collisions = 0;
+    /// The same per rank (world size entries; a rank run by another process stays 0, as in
+    /// weight_bytes): the collisions of rank r's own batches, summed over the measured steps.
+    std::vector<int64_t> hash_collisions_per_rank;
     /// Hot-row replication (TableSharding::hot_rows, sharding/hot_rows.cpp): the rows replicated
     /// on every rank (0: none; weight_bytes and optimizer_state_bytes count the replicas), the ids
     /// of them that stayed on their bag's rank instead of crossing the input all-to-all (every

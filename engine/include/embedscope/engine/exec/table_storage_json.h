@@ -14,14 +14,15 @@ namespace embedscope::engine {
 /// "optimizer_state_type",
 /// "weight_bytes": [per rank, bytes],
 /// "optimizer_state_bytes": [per rank, bytes], "master_copy_bytes", "max_abs_error",
-/// "relative_error", "hash_size", "low_rank_dim", "hash_collisions", "placement", "cache_policy" (lru |
+/// "relative_error", "hash_size", "low_rank_dim", "hash_collisions",
+/// "hash_collisions_per_rank": [per rank: the collisions of that rank's own batches], "placement", "cache_policy" (lru |
 /// lfu; null unless placement host_cached),
 /// "cache_load_factor", "host_bytes": [per rank, bytes], "cache_bytes": [per rank, bytes],
 /// "cache_hits", "cache_misses", "rows_fetched", "bytes_h2d", "bytes_d2h" (measured steps, all
 /// ranks), "prefetch_pipeline" (bool), "prefetched_rows", "prefetch_bytes_h2d" (of rows_fetched and
 /// bytes_h2d, what the prefetches moved), "hot_rows", "hot_ids", "hot_all_reduce_bytes"} (fields
 /// of RunResult::TableStorage). `measured` false (a simulated run: nothing stored, no batch
-/// hashed): "max_abs_error", "relative_error", "hash_collisions" and "hot_ids" are null, the
+/// hashed): "max_abs_error", "relative_error", "hash_collisions", "hash_collisions_per_rank" and "hot_ids" are null, the
 /// bytes and the cache figures are the plan's and the cache model's expectation.
 nlohmann::json table_storage_json(const std::vector<RunResult::TableStorage>& tables, bool measured = true);
 

@@ -4,6 +4,7 @@
 // over the batches of a run from whichever source spec.input names.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,10 +32,24 @@ struct FeatureInputStats {
   double top1_share = 0, top10_share = 0;
   int64_t hot_rows_1 = 0, hot_rows_10 = 0;  ///< those row counts
   int64_t out_of_range = 0;    ///< ids outside [0, num_embeddings) (before the invalid_ids policy)
+  /// A hashed table (TableSpec::hash_size > 0; all 0 otherwise): the rows it stores, and what
+  /// the in-range ids become once hashed as a run hashes them (input/hashing.h: row =
+  /// XXH64(id) mod hash_size): the distinct stored rows looked up, the share of the lookups on
+  /// the hottest ceil(1% / 10% x hash_size) stored rows (at least one), and the table's hash
+  /// collisions (apply_hashing: the distinct ids of a batch sharing their row with another
+  /// distinct id of it, over all the table's features) summed over the batches counted, and that
+  /// a batch. A run's collisions a measured step are this per-batch figure x devices.count.
+  int64_t hash_size = 0;
+  int64_t distinct_stored_rows = 0;
+  double stored_top1_share = 0, stored_top10_share = 0;
+  int64_t stored_hot_rows_1 = 0, stored_hot_rows_10 = 0;
+  int64_t collisions = 0;
+  double collisions_per_batch = 0;
 };
 
 /// Accumulates batches (in WorkloadSpec::features order) and reports FeatureInputStats.
-/// Memory: one counter per distinct row per feature, and per distinct bag length.
+/// Memory: one counter per distinct row per feature (and per distinct stored row of a hashed
+/// one), and per distinct bag length; a hashed workload copies each batch once to hash it.
 class InputStats {
  public:
   explicit InputStats(const WorkloadSpec& spec);
@@ -49,6 +64,10 @@ class InputStats {
   std::vector<std::unordered_map<int64_t, int64_t>> row_count_; // per feature: row -> lookups
   std::vector<std::unordered_map<int64_t, int64_t>> length_count_;  // per feature: bag length -> bags
   std::vector<int64_t> out_of_range_;
+  std::vector<std::unordered_map<int64_t, int64_t>> stored_count_;  // hashed features: stored row -> lookups
+  std::optional<WorkloadSpec> hashing_;       // the spec, where a table is hashed (apply_hashing)
+  std::vector<int64_t> table_collisions_;     // per table, summed over the batches
+  int64_t batches_ = 0;
 };
 
 /// What `embedscope inspect-input` counts: the input of every batch a run of `spec` trains on.

@@ -104,7 +104,9 @@ struct AllocatorSettings {
   /// has no memory block, the engine's caching allocator is recorded), or "" (none recorded).
   std::string source;
   std::vector<std::pair<std::string, std::string>> entries;  ///< key, value (strings as is, the rest as JSON)
-  /// One line: "caching", "expandable_segments, max_split_size 128.0 MiB", or "unknown".
+  /// One line, as a replay labels the setting (engine setting_label): "caching",
+  /// "expandable_segments, max_split_size 128.0 MiB", "caching, garbage_collection_threshold 0.5"
+  /// (a caching allocator with a threshold recorded), or "unknown".
   std::string recorded = "unknown";
 };
 

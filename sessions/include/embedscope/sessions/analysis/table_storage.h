@@ -34,6 +34,13 @@ struct TableStorageRow {
 /// files) - never throws.
 std::vector<TableStorageRow> table_storage_rows(const std::string& table_storage_json, int64_t steps);
 
+/// Per rank, the hash collisions of that rank's own batches (ids sharing their row with another
+/// id of the batch, engine input/hashing.h) summed over the hashed tables and the measured steps:
+/// table_storage_json's "hash_collisions_per_rank" (index = rank). An empty vector when no table
+/// is hashed (no collisions to count); nullopt when a hashed table does not hold them per rank
+/// (files written before they were recorded, simulated runs) or the text is unreadable. Never throws.
+std::optional<std::vector<int64_t>> rank_hash_collisions(const std::string& table_storage_json);
+
 /// True when a row is worth a block of its own: a table stored other than fp32 / unhashed /
 /// full rank / fp32 state on the device (stats prints the block only then).
 bool stored_differently(const TableStorageRow& row);

@@ -129,7 +129,8 @@ inline constexpr const char* kQcommsErrorJson = "qcomms_error_json";
 /// Per table, how its rows are stored and what that costs, JSON array of {"table", "data_type",
 /// "stochastic_rounding" (bool; absent before int4: false),
 /// "weight_bytes": [per rank], "optimizer_state_bytes": [per rank], "master_copy_bytes",
-/// "max_abs_error", "relative_error", "hash_size", "hash_collisions"} (engine RunResult::TableStorage); at close. Absent in
+/// "max_abs_error", "relative_error", "hash_size", "hash_collisions", "hash_collisions_per_rank": [per
+/// rank], ...} (engine RunResult::TableStorage; sessions/schema/FORMAT.md lists every key); at close. Absent in
 /// files written before reduced-precision tables (all fp32).
 inline constexpr const char* kTableStorageJson = "table_storage_json";
 /// The emulated network, JSON {"intra_node": {"bandwidth_bytes_per_s", "latency_ns"},
