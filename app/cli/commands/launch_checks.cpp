@@ -84,7 +84,7 @@ std::vector<std::string> mergeable_sessions(std::vector<std::string> sessions) {
       return false;
     } catch (const std::exception& e) {
       if (std::string(e.what()).find("holds no metadata yet") == std::string::npos) return false;  // merge names it
-      fmt::print(stderr, "embedscope launch: {} holds nothing (its rank was stopped before its first commit): left "
+      fmt::print(stderr, "embedscope launch: {} holds nothing (its rank ended before its first commit): left "
                          "out of the merge\n", path);
       return true;
     }

@@ -3,6 +3,8 @@
 // splitting every table by columns (uniform:column_wise), which is slower.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,7 +20,7 @@ using namespace embedscope::engine;
 namespace {
 
 // 8 simulated H100 ranks of 1 GiB each, batch 512, sgd; t0: 6,000,000 x 64 fp32 = 1,536,000,000 B
-// (more than the 1,073,741,824 B device: no rank holds it whole; a 4-column shard is 96,000,000 B),
+// (more than the 1,073,741,824 B device: no rank holds it whole; an 8-column shard is 192,000,000 B),
 // pooling factor 1; t1..t8: 20,000 i x 64 (5.1-41 MB), pooling factor 10, uniform ids.
 nlohmann::json big_table_workload() {
   nlohmann::json tables = nlohmann::json::array(), features = nlohmann::json::array();
@@ -41,7 +43,8 @@ nlohmann::json big_table_workload() {
 
 }  // namespace
 
-// t0 alone is split (16 shards of 4 columns, 2 a rank: 192,000,000 B), t1..t8 stay whole; the plan's
+// t0 alone is split (min(8 ranks, 64 / 4) = 8 shards of 8 columns, one a rank: 192,000,000 B), t1..t8
+// stay whole; the plan's
 // critical path is the one the planner scores for the same workload with t0 fixed column_wise,
 // and below the all-column_wise plan's (the search picked that one before the split proposer).
 TEST(PlannerSplitTooLarge, SplitsOnlyTheTableThatDoesNotFit) {
@@ -50,14 +53,14 @@ TEST(PlannerSplitTooLarge, SplitsOnlyTheTableThatDoesNotFit) {
   const PlanSearchResult r = plan_search(spec, hw);
   ASSERT_EQ(r.plan.tables.size(), 9u);
   EXPECT_EQ(r.plan.tables[0].type, ShardingType::column_wise);
-  ASSERT_EQ(r.plan.tables[0].shards.size(), 16u);
+  ASSERT_EQ(r.plan.tables[0].shards.size(), 8u);
   std::vector<int> per_rank(8, 0);
   for (const Shard& s : r.plan.tables[0].shards) {
-    EXPECT_EQ(s.num_cols, 4);
+    EXPECT_EQ(s.num_cols, 8);
     EXPECT_EQ(s.num_rows, 6000000);
     ++per_rank[static_cast<size_t>(s.rank)];
   }
-  for (int n : per_rank) EXPECT_EQ(n, 2);
+  for (int n : per_rank) EXPECT_EQ(n, 1);
   for (size_t i = 1; i < 9; ++i) {
     EXPECT_EQ(r.plan.tables[i].type, ShardingType::table_wise) << i;
     EXPECT_EQ(r.plan.tables[i].shards.size(), 1u) << i;
@@ -75,4 +78,18 @@ TEST(PlannerSplitTooLarge, SplitsOnlyTheTableThatDoesNotFit) {
   const PlanSearchResult all = plan_search(spec, hw, cw);
   for (const TablePlan& tp : all.plan.tables) EXPECT_EQ(tp.type, ShardingType::column_wise);
   EXPECT_LT(r.stats.critical_path_ns, all.stats.critical_path_ns);
+}
+
+// A workload file with devices.backend simulated and devices.hardware h100_sxm is planned on the
+// profile's devices, as --simulate h100_sxm: 81,559 MiB = 85,520,809,984 B each, not the default
+// 8 GiB; a devices.memory_bytes the file gives is kept.
+TEST(PlannerSplitTooLarge, SimulatedWorkloadFileTakesTheProfilesMemory) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "es_split_too_large_mem";
+  std::filesystem::create_directories(dir);
+  nlohmann::json w = big_table_workload();
+  w["devices"].erase("memory_bytes");
+  std::ofstream(dir / "sim.json") << w.dump();
+  EXPECT_EQ(load_workload_file((dir / "sim.json").string()).devices.memory_bytes, 85520809984);
+  std::ofstream(dir / "given.json") << big_table_workload().dump();
+  EXPECT_EQ(load_workload_file((dir / "given.json").string()).devices.memory_bytes, 1073741824);
 }
