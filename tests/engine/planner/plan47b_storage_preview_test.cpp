@@ -3,7 +3,7 @@
 // on every eligible table and took any fit (no kStorageHeadroom): criteo_kaggle x 4 at 300 MiB
 // (docs/output.md's ck_300.json) said "host_cached: 26 tables ... a plan fits (grid, fullest rank 146.8
 // MiB)" while `plan ck_300.json --auto --allow-storage host_cached` printed uniform:column_wise,
-// 3 tables host_cached, fullest rank 267.3 MiB (grid).
+// 3 tables host_cached, fullest rank 224.5 MiB.
 #include <gtest/gtest.h>
 
 #include <algorithm>
