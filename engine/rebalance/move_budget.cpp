@@ -2,6 +2,7 @@
 #include "embedscope/engine/rebalance/move_budget.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace embedscope::engine::rebalance {
 
@@ -34,6 +35,9 @@ std::vector<BudgetOption> budget_trade_off(const Proposal& p, size_t max_budgets
     BudgetOption o{budget, q.imbalance_after, q.bytes_moved, static_cast<int64_t>(q.moves.size() + q.changes.size()),
                    q.worth_it()};
     if (!out.empty() && out.back().imbalance_after == o.imbalance_after && out.back().bytes_moved == o.bytes_moved) continue;
+    // more bytes for a balance that reads the same as the row above's (2 decimals, as printed:
+    // 1.0214 with 5.0 MiB, then 1.0211 with 26.7 MiB) is no trade-off to show
+    if (!out.empty() && std::llround(out.back().imbalance_after * 100) == std::llround(o.imbalance_after * 100)) continue;
     out.push_back(o);
   }
   return out;

@@ -23,6 +23,7 @@
 
 #include "checker.h"
 #include "shared_tables.h"
+#include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/workload/spec.h"
 
 namespace embedscope::engine {
@@ -694,6 +695,17 @@ WorkloadSpec load_workload_file(const std::string& path) {
   const bool hw_is_file = hw.find('/') != std::string::npos || (hw.size() > 5 && hw.ends_with(".json")) ||
                           (!hw.empty() && std::filesystem::is_regular_file(dir / hw, ec));
   if (hw_is_file && std::filesystem::path(hw).is_relative()) hw = (dir / hw).lexically_normal().string();
+  // devices.backend simulated with devices.hardware P is what `--simulate P` asks for, memory
+  // included: the devices' memory is the profile's gpu.memory_bytes unless the file gives
+  // devices.memory_bytes (a profile that does not load is named by the checks that follow)
+  const json* devices = j.is_object() && j.contains("devices") ? &j.at("devices") : nullptr;
+  if (s.devices.backend == Backend::simulated && !hw.empty() && devices != nullptr && devices->is_object() &&
+      !devices->contains("memory_bytes")) {
+    try {
+      s.devices.memory_bytes = load_hardware_profile(hw).gpu.memory_bytes;
+    } catch (const SpecError&) {
+    }
+  }
   if (j.is_object() && !j.contains("name")) {
     const std::string stem = std::filesystem::path(path).stem().string();
     if (!stem.empty()) s.name = stem;

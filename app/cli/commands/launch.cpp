@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -57,6 +58,7 @@
 #include "cancel_writes.h"
 #include "commands.h"
 #include "interrupt.h"
+#include "launch_checks.h"
 #include "embedscope/engine/exec/launch/hosts_file.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/workload/lm_spec.h"
@@ -76,6 +78,9 @@ namespace embedscope::cli {
 
 namespace es = embedscope::engine;
 using nlohmann::json;
+using launch_detail::check_workload_file;
+using launch_detail::lm_workload_of;
+using launch_detail::remove_rendezvous_dir;
 
 namespace {
 
@@ -154,9 +159,21 @@ struct Child {
   int out_fd = -1, err_fd = -1;
   std::string out, err_line;
   bool exited = false;
+  bool killed_at_stop = false;  // killed by launch after the second Ctrl-C (stopped, or did not stop)
   int status = 0;
   std::string session;
 };
+
+// Whether process `pid` is stopped (state T, "stopped by a signal", or t, "tracing stop", in
+// /proc/PID/stat; proc(5)); false when it cannot be read.
+bool process_stopped(pid_t pid) {
+  std::ifstream f(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  std::getline(f, stat);
+  const auto close = stat.rfind(')');  // the command name may hold spaces and ')'
+  if (close == std::string::npos || close + 2 >= stat.size()) return false;
+  return stat[close + 2] == 'T' || stat[close + 2] == 't';
+}
 
 std::string signal_name(int sig) {
   const char* d = strsignal(sig);
@@ -299,62 +316,6 @@ json figures_from_session(const std::string& path) {
   }
 }
 
-// The lm_embedding workload among run's arguments (--preset NAME, --preset=NAME, or a file that
-// is one), "" when there is none. Refused before any process starts (tester43 F18): each
-// process would train every rank of it as threads, and all of them would write one session.
-std::string lm_workload_of(const std::vector<std::string>& args) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--preset" && i + 1 < args.size() && es::is_lm_preset(args[i + 1])) return "preset " + args[i + 1];
-    if (a.rfind("--preset=", 0) == 0 && es::is_lm_preset(a.substr(9))) return "preset " + a.substr(9);
-    std::error_code ec;
-    if (a.empty() || a[0] == '-' || !std::filesystem::is_regular_file(a, ec)) continue;
-    try {
-      if (es::is_lm_workload_file(a)) return a;
-    } catch (const es::SpecError&) {  // not JSON (a plan, a token file): the ranks name it
-    }
-  }
-  return "";
-}
-
-// The workload file among run's arguments, read once before any process starts (tester50 F12):
-// a missing or broken file is refused here with the error a single run gives (bad input, exit 2),
-// not by every rank after a rendezvous. Run's own parser finds it (its positional `workload`),
-// so that an option's value is never taken for the file; arguments run's parser refuses, and a
-// --preset, are left to the ranks, as before.
-void check_workload_file(const std::vector<std::string>& args) {
-  CLI::App probe;
-  const Command run = add_run_command(probe);
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
-  reversed.push_back("run");
-  try {
-    probe.parse(reversed);
-  } catch (const CLI::ParseError&) {
-    return;
-  }
-  const CLI::Option* workload = run.app->get_option("workload");
-  if (workload->count() == 0) return;
-  const auto file = workload->as<std::string>();
-  if (!file.empty()) es::load_workload_file(file);  // throws SpecError: "FILE: cannot open: ..."
-}
-
-// Where launch's files at the end are this many or more, it says that it removes them before it
-// does (tester50 F7: minutes of silence while ~400,000 files of a run's keys went, which the ranks
-// no longer leave behind; a store left by a killed run still holds a few dozen).
-constexpr size_t kSayRemovingFiles = 1000;
-
-// Removes the rendezvous directory, first saying so (with its number of files) when it holds
-// kSayRemovingFiles files or more. Errors are ignored (a directory that cannot be removed stays).
-void remove_rendezvous_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  size_t files = 0;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) ++files;
-  if (files >= kSayRemovingFiles)
-    fmt::print(stderr, "embedscope launch: removing the rendezvous folder {} ({} files)\n", dir, files);
-  fs::remove_all(dir, ec);
-}
-
 int cmd_launch(const LaunchState& s) {
   if (s.n < 1) throw es::SpecError("launch -n: give the number of processes, 1 or more");
   ChildArgs ca = split_run_args(s.rest);
@@ -378,7 +339,7 @@ int cmd_launch(const LaunchState& s) {
                                           "it out", s.hosts_file, own));
     hosts = es::launch::place_ranks(es::launch::read_hosts_file(s.hosts_file), s.n, s.hosts_file);
   }
-  check_workload_file(ca.args);
+  check_workload_file(ca.args, s.n);
   namespace fs = std::filesystem;
   if (fs::exists(ca.output) && !ca.overwrite)
     throw es::SpecError(fmt::format("{}: already exists; choose another name (-o) or allow overwriting it "
@@ -453,6 +414,9 @@ int cmd_launch(const LaunchState& s) {
   // --kill-after seconds, then SIGTERM, then SIGKILL (tester47 F15: a stopped rank never ends on its own)
   const Child* first_failed = nullptr;
   const int term_grace_s = std::min(s.kill_after_s, 10);
+  // after the second Ctrl-C, the seconds a rank gets to stop before it is killed
+  const int stop_grace_s = std::min(s.kill_after_s, 5);
+  std::chrono::steady_clock::time_point stop_kill_at{};
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<std::pair<Child*, int>> who;
@@ -490,7 +454,28 @@ int cmd_launch(const LaunchState& s) {
       fmt::print(stderr, "embedscope launch: forwarding Ctrl-C to every rank\n");
       for (auto& c : kids)
         if (!c.exited) kill(c.pid, SIGINT);
+      // the second Ctrl-C stops every rank at once: a stopped rank (SIGSTOP, a debugger) cannot
+      // take it, so it is killed now, and one still running stop_grace_s later is killed then
+      // (tester62c F3: launch waited the collective timeout and the whole --kill-after, silent)
+      if (forwarded == 1) {
+        stop_kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(stop_grace_s);
+        for (auto& c : kids)
+          if (!c.exited && process_stopped(c.pid)) {
+            fmt::print(stderr, "embedscope launch: rank {} (pid {}) is stopped and cannot take the Ctrl-C: killed\n",
+                       c.rank, c.pid);
+            killed = c.killed_at_stop = true;
+            kill(c.pid, SIGKILL);
+          }
+      }
     }
+    if (forwarded >= 2 && std::chrono::steady_clock::now() >= stop_kill_at)
+      for (auto& c : kids)
+        if (!c.exited && !c.killed_at_stop) {
+          fmt::print(stderr, "embedscope launch: rank {} (pid {}) did not stop within {} s of the second Ctrl-C: "
+                             "killed\n", c.rank, c.pid, stop_grace_s);
+          killed = c.killed_at_stop = true;
+          kill(c.pid, SIGKILL);
+        }
     for (auto [pending, done, sig, what] : {std::tuple{&g_terms, &forwarded_terms, SIGTERM, "SIGTERM"},
                                             std::tuple{&g_usr1s, &forwarded_usr1s, SIGUSR1, "SIGUSR1"}})
       for (const int n = pending->load(); *done < n; ++*done) {
@@ -552,6 +537,8 @@ int cmd_launch(const LaunchState& s) {
                  c.session);
     }
   }
+  // a rank killed before its first commit left nothing to merge (tester62c F4)
+  sessions = launch_detail::mergeable_sessions(std::move(sessions));
   const json stop_json{{"ended", "cancelled"}, {"session", nullptr}, {"rank_sessions", sessions}, {"stopped_at_once", true}};
   launch_stop_after_run(sessions.empty() ? std::string("no rank wrote a session")
                                          : "nothing was merged; the rank sessions are kept: " +
@@ -593,7 +580,8 @@ int cmd_launch(const LaunchState& s) {
     bool stopped = false, other = false;
     for (const auto& c : kids) {
       const bool by_stop = (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 130) ||
-                           (WIFSIGNALED(c.status) && (WTERMSIG(c.status) == SIGINT || WTERMSIG(c.status) == SIGTERM));
+                           (WIFSIGNALED(c.status) && (WTERMSIG(c.status) == SIGINT || WTERMSIG(c.status) == SIGTERM)) ||
+                           c.killed_at_stop;
       stopped = stopped || by_stop;
       other = other || (!by_stop && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0));
     }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gloo/common/error.h>
 #include <gloo/common/string.h>
 #include <gloo/rendezvous/file_store.h>
@@ -125,7 +126,11 @@ struct RunStore::Base : gloo::rendezvous::Store {
       for (const auto& k : keys) all = all && has(k);
       if (all) return;
       if (std::chrono::steady_clock::now() >= deadline)
-        GLOO_THROW_IO_EXCEPTION(GLOO_ERROR_MSG("Wait timeout for key(s): ", ::gloo::MakeString(keys)));
+        // in words, without gloo's source file:line (twice with GLOO_THROW_IO_EXCEPTION + GLOO_ERROR_MSG)
+        throw ::gloo::IoException(fmt::format(
+            "waited {:.0f} s for the peers' rendezvous entries {} and they did not come (a peer that has not "
+            "started, ended, or stopped)",
+            std::chrono::duration<double>(timeout).count(), fmt::join(keys, ", ")));
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }

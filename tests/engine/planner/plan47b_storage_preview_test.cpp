@@ -60,14 +60,17 @@ TEST(StoragePreviewPlan47b, HostCachedOnCk300IsTheThreeLargestAtAFifthAndColumnW
   EXPECT_EQ(r.changes[0].name, "t_cat_2");
   EXPECT_EQ(r.changes[1].name, "t_cat_11");
   EXPECT_EQ(r.changes[2].name, "t_cat_20");
-  EXPECT_EQ(r.search.proposer, "uniform:column_wise");
-  EXPECT_EQ(format_bytes(fullest_rank_bytes(r.search.stats)), "224.5 MiB");
+  // the grid's descent (which may keep a move that leaves the critical path and lowers the summed
+  // shard time) reaches a plan just faster than uniform:column_wise (both 0.124 ms, beyond the
+  // 0.1 % tie), and fuller (224.5 MiB for uniform:column_wise)
+  EXPECT_EQ(r.search.proposer, "grid");
+  EXPECT_EQ(format_bytes(fullest_rank_bytes(r.search.stats)), "267.3 MiB");
   // by hand: (10,131,227 + 8,351,593 + 7,046,547) rows x 16 x 4 B = 1,633,879,488 B (1.5 GiB) as
   // written; a cache of a fifth of the rows: 326,775,898 B (311.6 MiB)
   const std::string line = storage_suggestions(spec, hw, {}, {StorageOption::host_cached});
   EXPECT_EQ(line,
             "  --allow-storage host_cached: the 3 largest of 26 tables at cache_load_factor 0.2, 1.5 GiB -> 311.6 MiB on "
-            "the devices; a plan fits (uniform:column_wise, fullest rank 224.5 MiB)\n");
+            "the devices; a plan fits (grid, fullest rank 267.3 MiB)\n");
 }
 
 // One 2,000,000 x 16 table (sgd) on one device of 64 MiB: fp16 (61.0 MiB of weights, 62.0 MiB on the

@@ -101,6 +101,25 @@ TEST(Misc55, SmallerBudgetsAreTheRunningSumsOfTheSmallestMoves) {
   EXPECT_EQ(rows[1].tables, 2);
 }
 
+// A larger budget whose balance reads the same at 2 decimals (1.02141 with 5 moves of 1 MiB,
+// then 1.02114 with 5 moves of 5.34 MiB) is left out: 5x the bytes for no printed gain; one
+// that reaches 1.01 (rounds apart) stays.
+TEST(Misc55, BudgetRowThatRoundsToTheRowAboveIsLeftOut) {
+  const rb::Proposal p = proposal_of(std::vector<int64_t>(10, 5'600'000));
+  const auto rows = rb::budget_trade_off(p, 3, [&](int64_t budget) {
+    rb::Proposal q = proposal_of(std::vector<int64_t>(5, budget / 5));
+    q.imbalance_before = 1.29;
+    q.imbalance_after = budget <= 18'666'667 ? 1.02141 : budget <= 37'333'334 ? 1.02114 : 1.0149;
+    return q;
+  });
+  // budgets: the running sums 5.6, 11.2, ..., 50.4 MB, 3 of the 9 evenly by rank: 16.8, 33.6, 50.4 MB
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].max_bytes_per_move, 16'800'000);
+  EXPECT_DOUBLE_EQ(rows[0].imbalance_after, 1.02141);
+  EXPECT_EQ(rows[1].max_bytes_per_move, 50'400'000);
+  EXPECT_DOUBLE_EQ(rows[1].imbalance_after, 1.0149);
+}
+
 TEST(Misc55, RebalanceShowsWhatSmallerBudgetsReach) {
   const auto wl = scratch() / "hot.json";
   std::ofstream(wl) << hot_workload().dump(2);

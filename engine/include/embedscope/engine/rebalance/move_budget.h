@@ -35,7 +35,7 @@ std::vector<int64_t> smaller_budgets(const Proposal& p, size_t max_budgets);
 /// For each budget of smaller_budgets(p, max_budgets), `repropose(budget)` (the same proposal
 /// with that max_bytes_per_move: propose on the same plan and load, plus the noise rule where the
 /// caller applies one) summarised; a budget whose result equals the previous row's (imbalance and
-/// bytes) is left out. Throws what `repropose` throws.
+/// bytes), or whose imbalance rounds to the previous row's at 2 decimals as printed (more bytes, the same balance), is left out. Throws what `repropose` throws.
 std::vector<BudgetOption> budget_trade_off(const Proposal& p, size_t max_budgets,
                                            const std::function<Proposal(int64_t)>& repropose);
 
