@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 
+#include <qcustomplot.h>
+
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/exec/scaling_study.h"
