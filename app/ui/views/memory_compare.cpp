@@ -311,7 +311,7 @@ void MemoryCompare::show(int32_t rank, int64_t step) {
   // a row of legend for each further row (tester42 F26: 33 entries in 3 columns were cut)
   plot_->legend->setWrap(kLegendColumns);
   const int legend_rows = static_cast<int>((entries_.size() + kLegendColumns - 1) / kLegendColumns);
-  plot_->setMinimumHeight(340 + 18 * std::max(0, legend_rows - 1));  // and the fragmentation chart
+  plot_->setMinimumHeight(240 + 18 * std::max(0, legend_rows - 1));  // and the fragmentation chart
   plot_->rescaleAxes(true);
   plot_->xAxis->setRange(plot_->xAxis->range().lower - 0.5, plot_->xAxis->range().upper + 0.5);
   plot_->yAxis->setRange(0, std::max(1.0, plot_->yAxis->range().upper * 1.1));
