@@ -222,19 +222,30 @@ ReplayVerdict recorded_replay_verdict(const ReplayResult& own, const std::string
   return v;
 }
 
-std::vector<MemoryAction> history_actions(const sessions::MemoryHistory& h) {
+std::vector<MemoryAction> history_actions(const sessions::MemoryHistory& h, double recorded_gc_threshold) {
   using K = sessions::MemoryEntryKind;
   std::vector<MemoryAction> out;
   out.reserve(static_cast<size_t>(h.size()));
   bool releasing = false;
+  const bool collects = recorded_gc_threshold > 0 && recorded_gc_threshold < 1;  // as snapshot_actions
+  const auto& entries = h.entries();
   for (int64_t i = 0; i < h.size(); ++i) {
-    const sessions::MemoryEntry& e = h.entries()[static_cast<size_t>(i)];
+    const sessions::MemoryEntry& e = entries[static_cast<size_t>(i)];
     MemoryAction a;
     a.id = static_cast<int64_t>(e.address);
     a.stream = e.stream;
     a.entry = i;
     const bool release = e.kind == K::segment_free || e.kind == K::segment_shrink;
     if (release && releasing) continue;  // one empty_cache per run of releases
+    if (release && collects) {  // the allocator's collection before a new segment: the model's own
+      int64_t j = i;
+      while (j < h.size() && entries[static_cast<size_t>(j)].kind == K::segment_free) ++j;
+      if (j < h.size() && entries[static_cast<size_t>(j)].kind == K::segment_alloc) {
+        i = j - 1;
+        releasing = false;
+        continue;
+      }
+    }
     releasing = release;
     switch (e.kind) {
       case K::alloc: {
@@ -285,8 +296,8 @@ int64_t history_capacity(const sessions::MemoryHistory& h) {
 }
 
 std::vector<ReplayResult> replay_history(const sessions::MemoryHistory& h, const std::vector<AllocatorConfig>& settings,
-                                         const std::string& origin) {
-  const auto actions = history_actions(h);
+                                         const std::string& origin, double recorded_gc_threshold) {
+  const auto actions = history_actions(h, recorded_gc_threshold);
   const auto initial = history_initial_blocks(h);
   std::vector<ReplayResult> out;
   for (const auto& c : settings) out.push_back(replay_actions(actions, initial, c, origin, true));

@@ -114,7 +114,8 @@ void MemoryReplayPanel::set_history(std::shared_ptr<const sessions::MemoryHistor
   // 0.5") is offered, so the replay of the recorded settings collects as the run did
   constexpr std::string_view kGc = "garbage_collection_threshold ";
   const size_t at = recorded.find(kGc);
-  gc_threshold_->setValue(at == std::string::npos ? 0.0 : std::strtod(recorded.c_str() + at + kGc.size(), nullptr));
+  recorded_gc_threshold_ = at == std::string::npos ? 0.0 : std::strtod(recorded.c_str() + at + kGc.size(), nullptr);
+  gc_threshold_->setValue(recorded_gc_threshold_);
   recorded_entry_ = -1;
   recorded_oom_ = dump_segments_ = dump_reserved_ = -1;
   base_note_ = QString("Recorded settings: %1. Capacity: %2.")
@@ -192,8 +193,9 @@ void MemoryReplayPanel::replay() {
   verdicts_->clear();
   verdicts_->hide();
   auto h = history_;
+  const double recorded_gc = recorded_gc_threshold_;  // the recording's collections are not empty_cache calls
   job_->start<std::vector<engine::ReplayResult>>(
-      [h, wanted] { return engine::replay_history(*h, wanted, "memory history"); },
+      [h, wanted, recorded_gc] { return engine::replay_history(*h, wanted, "memory history", recorded_gc); },
       [this](std::vector<engine::ReplayResult>& r) {
         results_ = std::move(r);
         table_->setRowCount(static_cast<int>(results_.size()));

@@ -96,6 +96,7 @@ class MemoryReplayPanel : public QWidget {
   std::vector<engine::ReplayResult> results_;
   QString base_note_;
   std::string recorded_;
+  double recorded_gc_threshold_ = 0;  ///< the recording's garbage_collection_threshold (0: none)
   int64_t recorded_entry_ = -1, recorded_reserved_ = 0;
   int64_t recorded_oom_ = -1, dump_segments_ = -1, dump_reserved_ = -1;
   double recorded_fragmentation_ = 0;

@@ -108,8 +108,11 @@ ReplayVerdict recorded_replay_verdict(const ReplayResult& own, const std::string
 /// actions as snapshot_actions makes them (alloc with the recorded request, free_requested,
 /// free_completed - an engine run's "free" is one -, a run of segment_free / segment_unmap as one
 /// empty_cache, an oom as its request allocated and freed at once), after the blocks live
-/// before its first entry (MemoryHistory::initial, address order).
-std::vector<MemoryAction> history_actions(const sessions::MemoryHistory& h);
+/// before its first entry (MemoryHistory::initial, address order). `recorded_gc_threshold` in
+/// (0, 1): the recording ran with that garbage_collection_threshold (caching), so a run of
+/// segment_free entries right before a segment_alloc is the allocator collecting, not an
+/// empty_cache of the program's, and is left out as snapshot_actions leaves it out.
+std::vector<MemoryAction> history_actions(const sessions::MemoryHistory& h, double recorded_gc_threshold = 0);
 std::vector<InitialBlock> history_initial_blocks(const sessions::MemoryHistory& h);
 /// As snapshot_capacity: at the first oom entry that records the device's free bytes,
 /// device_free + the bytes reserved then; 0 when there is none.
@@ -117,6 +120,6 @@ int64_t history_capacity(const sessions::MemoryHistory& h);
 /// replay_actions of the history through every setting (lenient: frees of blocks it never saw
 /// are counted, not errors). ReplayResult::oom_action is the history entry that failed.
 std::vector<ReplayResult> replay_history(const sessions::MemoryHistory& h, const std::vector<AllocatorConfig>& settings,
-                                         const std::string& origin);
+                                         const std::string& origin, double recorded_gc_threshold = 0);
 
 }  // namespace embedscope::engine
