@@ -9,6 +9,7 @@
 #include <QTableWidget>
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -199,17 +200,27 @@ ScalingPage dlrm_scaling_page(const engine::ScalingStudy& study) {
   // the tables kept in another type than the point's (tester44 F4; plan45: the CLI said so, the page did not)
   page.notes = QString::fromStdString(kept_tables_text(study));
   const auto coinciding = coinciding_types(study);
-  for (const auto& [later, earlier] : coinciding)  // tester45 F3: one line hidden under the other
-    page.notes += QString("%1%2's figures are within 0.5 % of %3's at every size (on one node the same plan): its line "
-                          "is drawn dashed over %3's.")
-                      .arg(page.notes.isEmpty() ? "" : " ", engine::to_string(later), engine::to_string(earlier));
+  for (const auto& c : coinciding) {  // tester45 F3, tester63a F8: one line hidden under the other
+    const QString type = QString::fromStdString(engine::to_string(c.type));
+    const QString earlier = QString::fromStdString(engine::to_string(c.earlier));
+    const bool one_node = std::all_of(c.gpus.begin(), c.gpus.end(), [&](int g) { return g <= study.gpus_per_node; });
+    QStringList sizes;
+    for (const int g : c.gpus) sizes << QString::number(g);
+    const QString where = c.every_size ? QString("at every size")
+                                       : QString("at %1 GPUs").arg(sizes.size() > 1 ? sizes.mid(0, sizes.size() - 1).join(", ") +
+                                                                                          " and " + sizes.back()
+                                                                                    : sizes.front());
+    page.notes += QString("%1%2's figures are within 0.5 % of %3's %4%5: its line is drawn dashed over %3's.")
+                      .arg(page.notes.isEmpty() ? "" : " ", type, earlier, where,
+                           one_node ? " (on one node the same plan)" : "");
+  }
   page.headers = {"sharding", "GPUs", "nodes", "step p50", "samples/s", "per GPU", "efficiency",
                   "emb comm", "comm", "wire/step", "memory/GPU", "note"};
   static_assert(ScalingView::kWireColumn == 9 && ScalingView::kNoteColumn == 11);
   page.note_column = ScalingView::kNoteColumn;
   for (const auto& p : study.points) {
     const QString name = engine::to_string(p.sharding);
-    const bool over = std::any_of(coinciding.begin(), coinciding.end(), [&](const auto& c) { return c.first == p.sharding; });
+    const bool over = std::any_of(coinciding.begin(), coinciding.end(), [&](const auto& c) { return c.type == p.sharding; });
     auto& row = page.add_point(name, over,
                                {0, p.gpus, p.error, p.samples_per_s, p.scaling_efficiency, p.embedding_comm_share,
                                 p.memory_bytes_per_gpu},
@@ -356,7 +367,7 @@ void ScalingView::build(const ScalingPage& page) {
   grid->setRowStretch(4, 1);
 }
 
-std::vector<std::pair<engine::ShardingType, engine::ShardingType>> coinciding_types(const engine::ScalingStudy& study) {
+std::vector<CoincidingType> coinciding_types(const engine::ScalingStudy& study) {
   std::vector<engine::ShardingType> types;
   for (const auto& p : study.points)
     if (std::find(types.begin(), types.end(), p.sharding) == types.end()) types.push_back(p.sharding);
@@ -368,24 +379,31 @@ std::vector<std::pair<engine::ShardingType, engine::ShardingType>> coinciding_ty
            near(a.embedding_comm_share, b.embedding_comm_share) && near(a.comm_share, b.comm_share) &&
            near(static_cast<double>(a.memory_bytes_per_gpu), static_cast<double>(b.memory_bytes_per_gpu));
   };
-  std::vector<std::pair<engine::ShardingType, engine::ShardingType>> out;
-  for (size_t later = 1; later < types.size(); ++later)
+  std::vector<CoincidingType> out;
+  for (size_t later = 1; later < types.size(); ++later) {
+    std::optional<CoincidingType> best;
     for (size_t earlier = 0; earlier < later; ++earlier) {
+      CoincidingType c{types[later], types[earlier], {}, false};
       int shared = 0;
-      bool all_same = true;
       for (const auto& a : study.points) {
         if (a.sharding != types[later] || !a.error.empty()) continue;
         for (const auto& b : study.points)
           if (b.sharding == types[earlier] && b.gpus == a.gpus && b.error.empty()) {
             ++shared;
-            all_same = all_same && same(a, b);
+            if (same(a, b)) c.gpus.push_back(a.gpus);
           }
       }
-      if (shared > 0 && all_same) {
-        out.emplace_back(types[later], types[earlier]);
-        break;
-      }
+      c.every_size = shared > 0 && static_cast<int>(c.gpus.size()) == shared;
+      // a stretch of line hidden: every size, or two sizes or more (at one size alone the lines only
+      // cross: at 1 GPU every type is the same plan)
+      const bool hides = c.every_size || c.gpus.size() >= 2;
+      if (hides && (!best || c.gpus.size() > best->gpus.size())) best = std::move(c);
     }
+    if (best) {
+      std::sort(best->gpus.begin(), best->gpus.end());
+      out.push_back(std::move(*best));
+    }
+  }
   return out;
 }
 

@@ -102,12 +102,21 @@ class ScalingView : public QWidget {
 /// Plain text; "" when no point has any.
 std::string kept_tables_text(const engine::ScalingStudy& study);
 
-/// The sharding types whose figures are within 0.5 % of an earlier type's at every cluster size
-/// of the study (step time, throughput, efficiency, comm shares and memory per GPU; sizes where
-/// both ran), each as {type, the earlier type}, in the study's type order: on one node row_wise
-/// and table_row_wise are the same plan, and the later line was drawn over the earlier with
-/// nothing saying so (tester45 F3). Empty when no two coincide.
-std::vector<std::pair<engine::ShardingType, engine::ShardingType>> coinciding_types(const engine::ScalingStudy& study);
+/// A sharding type whose figures are within 0.5 % of an earlier type's (step time, throughput,
+/// efficiency, comm shares and memory per GPU) at some of the study's cluster sizes.
+struct CoincidingType {
+  engine::ShardingType type;     ///< the later type in the study's order: its line is drawn dashed
+  engine::ShardingType earlier;  ///< the type it covers
+  std::vector<int> gpus;         ///< the sizes where both ran and coincide, ascending
+  bool every_size = false;       ///< true when they coincide at every size where both ran
+};
+/// The types whose line covers an earlier type's at every size where both ran, or at two sizes or
+/// more (the lines of every type meet at 1 GPU: one point is no hidden line), at most one entry per type
+/// (its first earlier type with the most coinciding sizes), in the study's type order: on one
+/// node row_wise and table_row_wise are the same plan, and the later line was drawn over the
+/// earlier with nothing saying so (tester45 F3; at the sizes of one node only: tester63a F8, equal
+/// at 4 and 8 GPUs, apart at 16). Empty when no two coincide anywhere.
+std::vector<CoincidingType> coinciding_types(const engine::ScalingStudy& study);
 
 /// True when the file at `path` is a scaling study (the JSON `embedscope scaling --json` writes:
 /// an object whose first key is "batch_size_per_gpu"), by its first bytes.

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <qcustomplot.h>
 
@@ -120,8 +121,10 @@ TEST(ScalingKeptTables, CoincidingTypesAreSaidAndDrawnDashed) {
                           point(T::row_wise, 8, 130), point(T::table_row_wise, 1, 90), point(T::table_row_wise, 8, 130)}};
   const auto c = coinciding_types(s);
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].first, T::table_row_wise);
-  EXPECT_EQ(c[0].second, T::row_wise);
+  EXPECT_EQ(c[0].type, T::table_row_wise);
+  EXPECT_EQ(c[0].earlier, T::row_wise);
+  EXPECT_EQ(c[0].gpus, (std::vector<int>{1, 8}));
+  EXPECT_TRUE(c[0].every_size);
   ScalingView view(s);
   EXPECT_EQ(view.kept_note()->text().toStdString(),
             "table_row_wise's figures are within 0.5 % of row_wise's at every size (on one node the same plan): its "
@@ -134,8 +137,47 @@ TEST(ScalingKeptTables, CoincidingTypesAreSaidAndDrawnDashed) {
     EXPECT_EQ(view.plot(m)->graph(2)->pen().style(), Qt::DashLine) << m;
   }
   // 0.3 % apart in memory (criteo_kaggle's 283.8 / 284.6 MiB at 8 GPUs) still one line; 1 % is two
+  // there: the lines meet at 1 GPU only, no stretch of line hidden (every type is one plan on 1 GPU)
   s.points[5].memory_bytes_per_gpu = (1 << 20) + (1 << 20) * 3 / 1000;
-  EXPECT_EQ(coinciding_types(s).size(), 1u);
+  ASSERT_EQ(coinciding_types(s).size(), 1u);
+  EXPECT_TRUE(coinciding_types(s)[0].every_size);
   s.points[5].memory_bytes_per_gpu = (1 << 20) + (1 << 20) / 100;
   EXPECT_TRUE(coinciding_types(s).empty());
+}
+
+// tester63a F8: criteo_kaggle on 4, 8 and 16 H100s, 8 a node: row_wise and table_row_wise are the
+// same plan on one node (4 and 8 GPUs) and apart at 16; the later line is dashed and the note names
+// the sizes where it covers the other.
+TEST(ScalingKeptTables, LinesEqualOnOneNodeOnlyAreSaidAtThoseSizes) {
+  auto point = [](engine::ShardingType t, int gpus, int64_t step_ns, int64_t bytes) {
+    engine::ScalingPoint p;
+    p.sharding = t;
+    p.gpus = gpus;
+    p.nodes = (gpus + 7) / 8;
+    p.step_time_ns = step_ns;
+    p.samples_per_s = 1e9 * gpus / static_cast<double>(step_ns);
+    p.scaling_efficiency = 1;
+    p.memory_bytes_per_gpu = bytes;
+    return p;
+  };
+  using T = engine::ShardingType;
+  engine::ScalingStudy s{"hand", "round_numbers", 8, 1, 1,
+                         {point(T::row_wise, 4, 200, 538 << 20), point(T::row_wise, 8, 220, 285 << 20),
+                          point(T::row_wise, 16, 400, 150 << 20), point(T::table_row_wise, 4, 200, 538 << 20),
+                          point(T::table_row_wise, 8, 220, 285 << 20), point(T::table_row_wise, 16, 300, 160 << 20)}};
+  const auto c = coinciding_types(s);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].type, T::table_row_wise);
+  EXPECT_EQ(c[0].earlier, T::row_wise);
+  EXPECT_EQ(c[0].gpus, (std::vector<int>{4, 8}));
+  EXPECT_FALSE(c[0].every_size);
+  ScalingView view(s);
+  EXPECT_EQ(view.kept_note()->text().toStdString(),
+            "table_row_wise's figures are within 0.5 % of row_wise's at 4 and 8 GPUs (on one node the same plan): its "
+            "line is drawn dashed over row_wise's.");
+  for (int m = 0; m < 4; ++m) {
+    ASSERT_EQ(view.plot(m)->graphCount(), 2);
+    EXPECT_EQ(view.plot(m)->graph(0)->pen().style(), Qt::SolidLine);
+    EXPECT_EQ(view.plot(m)->graph(1)->pen().style(), Qt::DashLine) << m;
+  }
 }
