@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/workload_errors.h"
+#include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/workload/presets.h"
 
 namespace embedscope::ui {
@@ -233,7 +234,19 @@ void WorkloadModel::load_file(const std::string& path) {
     // the defaults a valid file is given (its normalized form), where the file leaves them out and
     // the workload without its refused keys has them: fixing the error keeps them (tester53 F9:
     // no devices.memory_bytes read "1 MiB", the box's minimum, where a valid file reads 8 GiB)
-    if (const auto repaired = without_refused_keys(doc)) fill_missing(doc, engine::to_json(repaired->spec));
+    if (const auto repaired = without_refused_keys(doc)) {
+      json filled = engine::to_json(repaired->spec);
+      // a simulated device's memory is its hardware profile's, as load_workload_file gives the valid
+      // file (tester63a F16: 81559 MiB for h100_sxm, not the 8 GiB of a cpu device)
+      const auto& dev = repaired->spec.devices;
+      if (dev.backend == engine::Backend::simulated && !dev.hardware.empty() && doc.contains("devices") &&
+          doc["devices"].is_object() && !doc["devices"].contains("memory_bytes"))
+        try {
+          filled["devices"]["memory_bytes"] = engine::load_hardware_profile(dev.hardware).gpu.memory_bytes;
+        } catch (const engine::SpecError&) {  // the checks name a profile that does not load
+        }
+      fill_missing(doc, filled);
+    }
     set_workload(std::move(doc));
   }
 }

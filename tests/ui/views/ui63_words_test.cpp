@@ -97,3 +97,17 @@ TEST(Ui63DesignerDefaults, ARequiredKeysBadValueKeepsTheOtherDefaults) {
   EXPECT_EQ(m.value("/devices/memory_bytes"), nlohmann::json(int64_t{8} << 30));
   EXPECT_EQ(m.index(0, embedscope::ui::WorkloadModel::Ranks).data().toString(), "auto: 0");
 }
+
+// The same on a simulated backend: the devices' memory is the hardware profile's, as for the valid
+// file (the tester's sim4.json: 81559 MiB on h100_sxm), not a cpu device's 8 GiB.
+TEST(Ui63DesignerDefaults, ASimulatedWorkloadsBadValueKeepsTheProfilesMemory) {
+  const auto dir = embedscope::test_support::fresh_scratch("ui63_badbatch_sim");
+  const auto path = dir / "bad.json";
+  std::ofstream(path) << R"({"name":"x",
+    "tables": [{"name":"t","num_embeddings":10,"embedding_dim":4,"feature_names":["f"]}],
+    "batch_size": -1, "steps": 2, "devices": {"count": 4, "backend":"simulated", "hardware": "h100_sxm"}})";
+  embedscope::ui::WorkloadModel m;
+  m.load_file(path.string());
+  EXPECT_TRUE(m.error().startsWith("/batch_size: ")) << m.error().toStdString();
+  EXPECT_EQ(m.value("/devices/memory_bytes"), nlohmann::json(int64_t{81559} << 20));
+}
