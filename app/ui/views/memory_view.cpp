@@ -222,7 +222,11 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
   details_->setText("click a block on the map: its stack, size, requested size and the entry that made it");
   rv->addWidget(details_, 2);
-  stacks_table_->setHorizontalHeaderLabels({"held", "bytes", "blocks", "allocating stack (innermost frame; hover: all)"});
+  // a header that fits the pane at 1280x800 (tester63a F13: it read "ocating stack (innermost frame; hover:")
+  stacks_table_->setObjectName("memory_stacks");
+  stacks_table_->setHorizontalHeaderLabels({"held", "bytes", "blocks", "allocating stack (hover: all)"});
+  stacks_table_->horizontalHeaderItem(3)->setToolTip("each row: the innermost frame of the allocating stack; hover a "
+                                                     "cell for all its frames");
   stacks_table_->horizontalHeader()->setStretchLastSection(true);
   stacks_table_->verticalHeader()->hide();
   stacks_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);

@@ -6,7 +6,10 @@
 // names the free bytes the 0.0 % is of (38.0 MiB in segments) and that the message counts more.
 #include <gtest/gtest.h>
 
+#include <QApplication>
+#include <QHeaderView>
 #include <QLabel>
+#include <QTableWidget>
 #include <QRegularExpression>
 #include <QString>
 #include <QStringList>
@@ -79,6 +82,16 @@ TEST(Ui63MemoryWords, AllocatorSettingsSayWhatZeroMeans) {
             std::string::npos)
       << t;
   EXPECT_EQ(t.find("max_split_size: 0\n"), std::string::npos) << t;
+  // at 1280x800 (the page's part of it) the stacks table's last header reads whole (tester63a F13:
+  // "ocating stack (innermost frame; hover:")
+  view.resize(1280, 680);
+  view.show();
+  QApplication::processEvents();
+  auto* stacks = view.findChild<QTableWidget*>("memory_stacks");
+  ASSERT_NE(stacks, nullptr);
+  const QString head = stacks->horizontalHeaderItem(3)->text();
+  EXPECT_GE(stacks->horizontalHeader()->sectionSize(3), stacks->horizontalHeader()->fontMetrics().horizontalAdvance(head) + 8)
+      << head.toStdString() << ": " << stacks->horizontalHeader()->sectionSize(3) << " px";
 }
 
 // A workload file whose required batch_size has a bad value (-1) opens as written, its error shown,
