@@ -116,6 +116,37 @@ ImportTarget import_target(const std::vector<std::string>& sources, const std::s
   }
 }
 
+ReportFolder headless_report_folder(const std::string& input, const std::string& imported_session, const std::string& cwd,
+                                    const std::string& cache_dir) {
+  ReportFolder r;
+  if (!imported_session.empty()) {
+    const fs::path s(imported_session);
+    r.path = (s.parent_path() / (s.stem().string() + "-report")).string();
+    const fs::path source = fs::absolute(input).lexically_normal();
+    fs::path source_folder = source.filename().empty() ? source.parent_path().parent_path() : source.parent_path();
+    if (fs::absolute(s).parent_path().lexically_normal() != source_folder.lexically_normal())
+      r.why = "beside the imported session: " + source_folder.string() + " is not writable";
+    return r;
+  }
+  std::string in = input;
+  while (in.size() > 1 && in.back() == '/') in.pop_back();
+  const fs::path p(in);
+  const std::string name = p.stem().string() + "-report";
+  const fs::path folder = fs::absolute(p).parent_path();
+  if (folder_writable(folder)) {
+    r.path = p.parent_path().empty() ? name : (p.parent_path() / name).string();
+    return r;
+  }
+  if (folder_writable(cwd)) {
+    r.path = name;
+    r.why = "in the current folder: " + folder.string() + " is not writable";
+    return r;
+  }
+  r.path = (fs::path(cache_dir) / name).string();
+  r.why = "in the cache folder: neither " + folder.string() + " nor the current folder is writable";
+  return r;
+}
+
 bool is_nsys_export(const std::string& path) {
   return sessions::importers::probe_nsys_sqlite(path, sessions::importers::read_head(path, 16));
 }

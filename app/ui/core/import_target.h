@@ -30,6 +30,24 @@ std::string import_stem(const std::string& source);
 /// folder when `cache_dir` cannot be created.
 ImportTarget import_target(const std::vector<std::string>& sources, const std::string& cache_dir);
 
+/// Where `embedscope-ui INPUT` with no display (and no -o) writes INPUT's report, and why there.
+struct ReportFolder {
+  std::string path;  ///< the report's folder ("run-report" for "run.db" in the current folder)
+  std::string why;   ///< "" beside the input; else where it went and why, for the user
+};
+
+/// The report folder of `input` (a session, or a trace / snapshot / folder of traces imported into
+/// `imported_session`, "" for a session opened as it is):
+///  - an import: beside its session, named after it (<session stem>-report: "t.json.gz" imported into
+///    cache/imports/t.db -> cache/imports/t-report), so a read-only data folder gets nothing;
+///  - a session whose folder is writable (access() and a write bit in its mode, as import_target):
+///    beside it, <stem>-report (the path spelled as `input` is: "run.db" -> "run-report");
+///  - else in `cwd` when that is writable (the path relative: "<stem>-report"), else in
+///    `cache_dir`/<stem>-report.
+/// Throws nothing; `why` names the folder that was not writable.
+ReportFolder headless_report_folder(const std::string& input, const std::string& imported_session, const std::string& cwd,
+                                    const std::string& cache_dir);
+
 /// Whether `path` is an SQLite file to import rather than open as a session: an Nsight Systems
 /// export (the nsys_sqlite importer's probe: read-only, never throws; false for an Embedscope
 /// session or anything unreadable). Opening or comparing one imports it, as a Kineto trace.

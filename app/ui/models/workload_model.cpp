@@ -6,14 +6,17 @@
 #include <QColor>
 #include <QRegularExpression>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <cstdlib>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "core/workload_errors.h"
+#include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/workload/presets.h"
 
 namespace embedscope::ui {
@@ -129,6 +132,7 @@ struct Repaired {
   engine::ShardingPlan plan;
 };
 std::optional<Repaired> without_refused_keys(json doc) {
+  std::vector<std::string> erased;
   for (int round = 0; round < 32; ++round) {
     try {
       Repaired r{engine::parse_workload(doc, kOrigin), {}};
@@ -138,7 +142,17 @@ std::optional<Repaired> without_refused_keys(json doc) {
       const std::string pointer = refused_pointer(e);
       if (!keeps_rows(pointer)) return std::nullopt;
       const json::json_pointer p(pointer);
-      if (!doc.contains(p)) return std::nullopt;
+      if (!doc.contains(p)) {
+        // a required key refused for its value ("batch_size": -1), taken out above: the tiny
+        // preset's value stands in, so the other keys' defaults still show (tester63a F16: a bad
+        // batch_size read "Memory per device 1 MiB", the box's minimum, and no planned ranks)
+        if (std::find(erased.begin(), erased.end(), pointer) == erased.end()) return std::nullopt;
+        static const json stand_in = engine::to_json(engine::load_preset("tiny"));
+        if (!stand_in.contains(p)) return std::nullopt;
+        doc[p] = stand_in.at(p);
+        continue;
+      }
+      erased.push_back(pointer);
       json& parent = doc[p.parent_pointer()];
       if (parent.is_object()) {
         parent.erase(p.back());
@@ -220,7 +234,19 @@ void WorkloadModel::load_file(const std::string& path) {
     // the defaults a valid file is given (its normalized form), where the file leaves them out and
     // the workload without its refused keys has them: fixing the error keeps them (tester53 F9:
     // no devices.memory_bytes read "1 MiB", the box's minimum, where a valid file reads 8 GiB)
-    if (const auto repaired = without_refused_keys(doc)) fill_missing(doc, engine::to_json(repaired->spec));
+    if (const auto repaired = without_refused_keys(doc)) {
+      json filled = engine::to_json(repaired->spec);
+      // a simulated device's memory is its hardware profile's, as load_workload_file gives the valid
+      // file (tester63a F16: 81559 MiB for h100_sxm, not the 8 GiB of a cpu device)
+      const auto& dev = repaired->spec.devices;
+      if (dev.backend == engine::Backend::simulated && !dev.hardware.empty() && doc.contains("devices") &&
+          doc["devices"].is_object() && !doc["devices"].contains("memory_bytes"))
+        try {
+          filled["devices"]["memory_bytes"] = engine::load_hardware_profile(dev.hardware).gpu.memory_bytes;
+        } catch (const engine::SpecError&) {  // the checks name a profile that does not load
+        }
+      fill_missing(doc, filled);
+    }
     set_workload(std::move(doc));
   }
 }

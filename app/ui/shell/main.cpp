@@ -28,6 +28,7 @@
 #include <QImageReader>
 #include <QImageWriter>
 #include <QRegularExpression>
+#include <QStandardPaths>
 #include <QHeaderView>
 #include <QTabWidget>
 #include <QTableWidget>
@@ -314,10 +315,9 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
 // The session that opening `p` imports it into (import_target, as MainWindow::open_path imports:
 // <stem>.db beside it, or the cache folder; an earlier import of the same unchanged files is
 // reused): for a trace, a memory snapshot, an Nsight export or a folder of traces; none for a
-// session (.db, or an SQLite file that is not an Nsight export) or anything not there. Says a new
-// import on stderr, "WHO: importing P into Y" (tester48 F10: --report wrote TRACE-N.db beside the
-// trace without a word, where --compare said it). `error`: what import_target refused, naming `p`.
-std::optional<embedscope::ui::ImportTarget> announce_import(const QString& p, const char* who, QString& error) {
+// session (.db, or an SQLite file that is not an Nsight export) or anything not there.
+// `error`: what import_target refused, naming `p`.
+std::optional<embedscope::ui::ImportTarget> import_target_of(const QString& p, QString& error) {
   const QFileInfo info(p);
   if (!info.isDir()) {  // a folder of per-rank traces is imported as one job, as opening it does
     if (!info.isFile() || info.suffix().compare("db", Qt::CaseInsensitive) == 0) return std::nullopt;
@@ -328,14 +328,19 @@ std::optional<embedscope::ui::ImportTarget> announce_import(const QString& p, co
     // study said "importing s.json into s.db" and wrote no s.db)
     if (embedscope::ui::is_scaling_study_file(p) || embedscope::ui::is_workload_file(p)) return std::nullopt;
   }
-  embedscope::ui::ImportTarget target;
   try {
-    target = embedscope::ui::import_target({p.toStdString()}, embedscope::ui::MainWindow::imports_folder().toStdString());
+    return embedscope::ui::import_target({p.toStdString()}, embedscope::ui::MainWindow::imports_folder().toStdString());
   } catch (const std::exception& e) {
     error = p + ": " + QString::fromUtf8(e.what());
     return std::nullopt;
   }
-  if (!target.reuse) std::fprintf(stderr, "%s: importing %s into %s\n", who, qPrintable(p), target.path.c_str());
+}
+
+// import_target_of, saying a new import on stderr, "WHO: importing P into Y" (tester48 F10:
+// --report wrote TRACE-N.db beside the trace without a word, where --compare said it).
+std::optional<embedscope::ui::ImportTarget> announce_import(const QString& p, const char* who, QString& error) {
+  auto target = import_target_of(p, error);
+  if (target && !target->reuse) std::fprintf(stderr, "%s: importing %s into %s\n", who, qPrintable(p), target->path.c_str());
   return target;
 }
 
@@ -368,8 +373,13 @@ QString import_traces_to_compare(embedscope::ui::MainWindow& w, QStringList& pat
     const auto target = announce_import(p, "--compare", error);
     if (!error.isEmpty()) return error;
     if (!target) continue;
-    if (!target->reuse)
+    if (!target->reuse) {
+      const int tabs_before = w.tabs()->count();
       if (const QString err = open_and_wait(w, p); !err.isEmpty()) return err;
+      // the imported session's own tab goes: the comparison is what was asked for (tester63a F11:
+      // a stray "nccl_data.db [imported: kineto_json]" tab beside it on the report's images)
+      while (w.tabs()->count() > tabs_before) delete w.tabs()->widget(w.tabs()->count() - 1);
+    }
     p = QString::fromStdString(target->path);
   }
   return {};
@@ -404,11 +414,18 @@ QString no_display() {
   return "";
 }
 
-// "runs/criteo.db" -> "runs/criteo-report"
-QString report_dir_of(const QString& session) {
-  const QFileInfo f(session);
-  const QString name = f.completeBaseName() + "-report";
-  return f.path() == "." ? name : f.dir().filePath(name);
+// Where the report of `input` goes without -o (headless_report_folder): "runs/criteo.db" ->
+// "runs/criteo-report"; a trace's beside its imported session ("t.json.gz" -> "t-report"), so a
+// read-only data folder gets nothing (tester63a F1); a session in a folder that is not writable: the
+// current folder's. `why` says where and why when not beside the input.
+QString report_dir_of(const QString& input, QString& why) {
+  QString ignored;  // import_target's refusal is the report's to say
+  const auto target = import_target_of(input, ignored);
+  const auto folder = embedscope::ui::headless_report_folder(
+      input.toStdString(), target ? target->path : std::string(), QDir::currentPath().toStdString(),
+      (QStandardPaths::writableLocation(QStandardPaths::CacheLocation) + "/reports").toStdString());
+  why = QString::fromStdString(folder.why);
+  return QString::fromStdString(folder.path);
 }
 
 }  // namespace
@@ -452,12 +469,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::printf("usage: embedscope-ui [SESSION.db ...]              open sessions in the workbench\n"
-                  "       embedscope-ui SESSION.db... --screenshot FILE.png [--page NAME] [--size WxH]\n"
-                  "                                                     the window as an image: page NAME of the\n"
-                  "                                                     tab (Summary, Load, Memory; a comparison's\n"
-                  "                                                     Figures, Timelines, Memory) at W x H px\n"
-                  "                                                     (default: its first page, 1280x800)\n"
+      std::printf("usage: embedscope-ui [SESSION.db | TRACE | SNAPSHOT.pickle ...]\n"
+                  "                                                     open sessions in the workbench (a trace or\n"
+                  "                                                     memory snapshot is imported first); none: the\n"
+                  "                                                     start page (open, new workload, compare, the\n"
+                  "                                                     teaching scenarios, recent files)\n"
+                  "       embedscope-ui [SESSION.db...] --screenshot FILE.png [--page NAME] [--size WxH]\n"
+                  "                                                     the window as an image (no session: the start\n"
+                  "                                                     page): page NAME of the tab at W x H px\n"
+                  "                                                     (default: its first page, 1280x800). Pages:\n"
+                  "                                                     a session's Timeline, Summary, Load, Memory;\n"
+                  "                                                     a comparison's or scenario's Figures,\n"
+                  "                                                     Timelines, Memory (and a storage scenario's\n"
+                  "                                                     Trade-offs); a scaling study and a workload\n"
+                  "                                                     designer are one page each\n"
                   "       embedscope-ui --report SESSION.db -o DIR [--force-overwrite]\n"
                   "                                                     every view as PNG + index.html (an earlier\n"
                   "                                                     report's pages are replaced; other files of\n"
@@ -590,10 +615,12 @@ int main(int argc, char** argv) {
                             "embedscope-ui %1 --screenshot FILE.png")
                         .arg(s));
       if (const QString err = embedscope::ui::broken_workload_json_error(s); !err.isEmpty()) return fail(err);  // tester47 F8
-      const QString dir = report_dir.isEmpty() ? report_dir_of(s) : report_dir;
+      QString why;
+      const QString dir = report_dir.isEmpty() ? report_dir_of(s, why) : report_dir;
       if (const int rc = report(w, s, dir, overwrite); rc != 0) return rc;
-      std::printf("%s: the report of %s is in %s/index.html (open it in a browser)\n",
-                  qPrintable(no_window.section(" (", 0, 0)), qPrintable(s), qPrintable(dir));
+      std::printf("%s: the report of %s is in %s/index.html (open it in a browser)%s\n",
+                  qPrintable(no_window.section(" (", 0, 0)), qPrintable(s), qPrintable(dir),
+                  qPrintable(why.isEmpty() ? QString() : "; " + why));
     }
     return 0;
   }

@@ -16,6 +16,7 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QStackedWidget>
 #include <QStandardPaths>
 #include <QTableView>
 #include <QToolBar>
@@ -47,6 +48,7 @@
 #include "timeline/timeline_widget.h"
 #include "views/workload_designer.h"
 #include "shell/session_tab.h"
+#include "shell/start_page.h"
 #include "core/empty_pages.h"
 #include "core/import_target.h"
 #include "jobs/import_job.h"
@@ -74,20 +76,39 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   setWindowTitle("Embedscope");
   tabs_->setTabsClosable(true);
   connect(tabs_, &QTabWidget::tabCloseRequested, this, [this](int i) { delete tabs_->widget(i); });
+  // no tab open: the start page (tester63a F3); currentChanged is -1 exactly when the last tab goes
+  stack_ = new QStackedWidget(this);
+  start_ = new StartPage(recent_files(), stack_);
+  stack_->addWidget(start_);
+  stack_->addWidget(tabs_);
   connect(tabs_, &QTabWidget::currentChanged, this, [this](int i) {
     setWindowTitle(i < 0 ? QString("Embedscope") : "Embedscope - " + tabs_->tabText(i));
+    stack_->setCurrentWidget(i < 0 ? static_cast<QWidget*>(start_) : tabs_);
   });
-  setCentralWidget(tabs_);
+  setCentralWidget(stack_);
   setAcceptDrops(true);
   auto* file = menuBar()->addMenu("&File");
-  auto* open = file->addAction("&Open...", QKeySequence::Open, this, [this] {
+  auto open_files = [this] {
     for (const QString& path : QFileDialog::getOpenFileNames(this, "Open sessions, traces or workloads", {}, open_filter()))
       open_path(path);  // each in its own tab
-  });
-  file->addAction("Open Trace &Folder...", this, [this] {
+  };
+  auto open_folder = [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, "Import a folder of per-rank traces");
     if (!dir.isEmpty()) open_path(dir);
-  });
+  };
+  auto compare_files = [this] {
+    const QStringList paths =
+        QFileDialog::getOpenFileNames(this, "Compare sessions (choose two or more)", {}, "Sessions (*.db);;All files (*)");
+    if (!paths.isEmpty()) open_compare(paths);
+  };
+  connect(start_, &StartPage::open_requested, this, open_files);
+  connect(start_, &StartPage::open_folder_requested, this, open_folder);
+  connect(start_, &StartPage::new_workload_requested, this, [this] { new_workload(); });
+  connect(start_, &StartPage::compare_requested, this, compare_files);
+  connect(start_, &StartPage::scenario_requested, this, [this](const QString& id) { open_scenario(id); });
+  connect(start_, &StartPage::recent_requested, this, [this](const QString& path) { open_path(path); });
+  auto* open = file->addAction("&Open...", QKeySequence::Open, this, open_files);
+  file->addAction("Open Trace &Folder...", this, open_folder);
   auto* design = file->addAction("&New Workload...", QKeySequence::New, this, [this] { new_workload(); });
   auto* toolbar = addToolBar("Main");
   toolbar->setObjectName("main_toolbar");
@@ -95,11 +116,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), tabs_(new QTabWid
   toolbar->addAction(design);
   recent_menu_ = file->addMenu("Open &Recent");
   rebuild_recent_menu();
-  file->addAction("&Compare Sessions...", this, [this] {
-    const QStringList paths =
-        QFileDialog::getOpenFileNames(this, "Compare sessions (choose two or more)", {}, "Sessions (*.db);;All files (*)");
-    if (!paths.isEmpty()) open_compare(paths);
-  });
+  file->addAction("&Compare Sessions...", this, compare_files);
   auto* scenarios = file->addMenu("Open &Scenario");
   try {
     for (const Scenario& sc : builtin_scenarios()) {
@@ -158,6 +175,7 @@ void MainWindow::rebuild_recent_menu() {
   for (const QString& path : recent_files())
     recent_menu_->addAction(path, this, [this, path] { open_session(path); });
   recent_menu_->setEnabled(!recent_menu_->isEmpty());
+  if (start_) start_->set_recent(recent_files());
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

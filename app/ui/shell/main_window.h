@@ -7,6 +7,8 @@
 #include <QMainWindow>
 #include <QTabWidget>
 
+class QStackedWidget;
+
 namespace embedscope::ui {
 
 class MainWindow : public QMainWindow {
@@ -63,6 +65,9 @@ class MainWindow : public QMainWindow {
   /// File > New Workload: a workload designer in a new tab, on `preset`.
   class WorkloadDesigner* new_workload(const QString& preset = "tiny");
   QTabWidget* tabs() { return tabs_; }
+  /// The first screen, shown in place of the tabs while none is open (StartPage: open, new
+  /// workload, compare, the scenarios, the recent files); its buttons do what the File menu does.
+  class StartPage* start_page() { return start_; }
   /// Opens a comparison tab (CompareView) of two or more sessions; returns the error, shown in a
   /// dialog unless `quiet`.
   QString open_compare(const QStringList& paths, bool quiet = false);
@@ -93,6 +98,8 @@ class MainWindow : public QMainWindow {
  private:
   void rebuild_recent_menu();
   QTabWidget* tabs_;
+  QStackedWidget* stack_ = nullptr;  // the start page, or the tabs once one is open
+  class StartPage* start_ = nullptr;
   class QMenu* recent_menu_ = nullptr;
 };
 

@@ -109,7 +109,9 @@ int rows_within(QAbstractItemView* items, int px) {
 // `max_rows`: its frame and header (what is not viewport) plus the rows.
 void hold_long_panes(QWidget* view, const int max_table_rows) {
   for (auto* area : view->findChildren<QAbstractScrollArea*>()) {
-    int max_rows = max_table_rows;
+    // a pane may allow more rows of its own (the Summary's sharding plan: a rank's row and its
+    // shards' rows, 108 for 4 ranks of 26 tables, were cut at 64: tester63a F14)
+    int max_rows = std::max(max_table_rows, area->property("report_max_rows").toInt());
     if (!area->isVisibleTo(view) || qobject_cast<QHeaderView*>(area)) continue;  // a table's header goes with it
     const int chrome = area->height() - area->viewport()->height();
     int rows = 0, height = 0;
@@ -232,9 +234,11 @@ QString cut_note(const std::vector<CutPane>& panes) {
   for (const auto& p : panes)
     parts << (p.total_rows > 0 ? QString("%1: rows 1-%2 of %3 shown").arg(p.name, c.toString(p.shown_rows), c.toString(p.total_rows))
                                : QString("%1: the first %2 of %3 px shown").arg(p.name, c.toString(p.shown_px), c.toString(p.total_px)));
-  return QString("Rows left out of this image (a pane of the report shows at most %1 rows, the timeline %2): %3. Every "
-                 "row: open the session in embedscope-ui, or `embedscope stats`.")
-      .arg(c.toString(kReportMaxRows), c.toString(2 * kReportMaxRows), parts.join("; "));
+  return QString("Rows left out of this image (a pane of the report shows at most %1 rows, the sharding plan %2, the "
+                 "timeline %3): %4. Every row: open the session in embedscope-ui (its pane scrolls), `embedscope stats "
+                 "--top 0` (the critical path, collectives and ranks) or `embedscope export SESSION --format csv` "
+                 "(ranks.csv, load.csv: every rank's and table's figures).")
+      .arg(c.toString(kReportMaxRows), c.toString(kReportMaxPlanRows), c.toString(2 * kReportMaxRows), parts.join("; "));
 }
 
 QImage with_cut_note(const QImage& image, const QString& note) {

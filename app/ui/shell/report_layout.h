@@ -26,6 +26,10 @@ namespace embedscope::ui {
 /// timeline, whose rows are lanes, shows twice as many (64 ranks of 2 lanes). A longer pane shows
 /// its first rows.
 inline constexpr int kReportMaxRows = 64;
+/// The most rows of the Summary's sharding plan on a report image (a rank's row and one per shard:
+/// 32 ranks of 26 tables and more); a pane allows itself more than kReportMaxRows with the
+/// property "report_max_rows".
+inline constexpr int kReportMaxPlanRows = 1024;
 /// The tallest report image, px, whatever the panes: a bound of last resort.
 inline constexpr int kReportMaxHeight = 30000;
 
@@ -83,9 +87,10 @@ struct CutPane {
 std::vector<CutPane> cut_panes(QWidget* view);
 
 /// The sentence a cut image carries on its top: "Rows left out of this image (a pane of the
-/// report shows at most 64 rows, the timeline 128): timeline: rows 1-128 of 2,048 shown; table
-/// rank, compute, comm: rows 1-64 of 1,024 shown. Every row: open the session in embedscope-ui, or
-/// `embedscope stats`." "" for no panes.
+/// report shows at most 64 rows, the sharding plan 1,024, the timeline 128): timeline: rows 1-128
+/// of 2,048 shown; table rank, compute, comm: rows 1-64 of 1,024 shown. Every row: open the
+/// session in embedscope-ui (its pane scrolls), `embedscope stats --top 0` (...) or `embedscope
+/// export SESSION --format csv` (...)." "" for no panes.
 QString cut_note(const std::vector<CutPane>& panes);
 
 /// `image` with `note` word-wrapped on a light yellow strip added above it (the view is not

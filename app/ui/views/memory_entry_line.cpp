@@ -2,6 +2,7 @@
 
 #include "embedscope/sessions/model/units.h"
 
+
 namespace embedscope::ui {
 
 namespace {
@@ -22,15 +23,20 @@ QString memory_entry_line(const sessions::MemoryHistory& h, int64_t entry, const
   }
   const sessions::MemoryStateFigures f = h.figures(state);
   // "1 segment", not "1 segments" (tester60a)
-  what += QString(" at %1 ms, stream %2 | allocated %3, reserved %4, %5 segment%6, largest free block %7, "
-                  "fragmentation %8%")
+  // the free bytes the fragmentation is of: those in the reserved segments (tester63a F12: "fragmentation
+  // 0.0%" beside an OOM message blaming fragmentation over the device's free memory, reserved or not)
+  what += QString(" at %1 ms, stream %2 | allocated %3, reserved %4, %5 segment%6, %9 free in segments, largest free "
+                  "block %7, fragmentation %8%")
               .arg(static_cast<double>(e.time_ns) / 1e6, 0, 'f', 3)
               .arg(e.stream)
               .arg(entry_bytes(f.allocated), entry_bytes(f.reserved))
               .arg(f.segments)
               .arg(f.segments == 1 ? "" : "s")
               .arg(entry_bytes(f.largest_free_block))
-              .arg(100 * f.external_fragmentation, 0, 'f', 1);
+              .arg(100 * f.external_fragmentation, 0, 'f', 1)
+              .arg(entry_bytes(f.free_in_segments));
+  if (e.kind == sessions::MemoryEntryKind::oom)
+    what += " (of the reserved segments; the out-of-memory message counts the device's memory not yet reserved too)";
   if (e.kind == sessions::MemoryEntryKind::oom)  // the pool that serves the request, where it is not the largest's
     for (const auto& o : ooms)
       if (o.entry == entry && o.largest_free_in_pool != f.largest_free_block)

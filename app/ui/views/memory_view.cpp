@@ -54,8 +54,17 @@ QString settings_text(const sessions::SessionReader& s, std::string* recorded) {
   *recorded = a.recorded;
   if (a.source.empty()) return "allocator settings: not recorded";
   QString out;
-  for (const auto& [key, value] : a.entries)
-    out += QString("%1: %2\n").arg(QString::fromStdString(key), QString::fromStdString(value));
+  for (const auto& [key, value] : a.entries) {
+    QString v = QString::fromStdString(value);
+    // 0 reads as "split everything" (tester63a F15): say what it means, in PyTorch's words
+    if (key == "max_split_size" && (v == "0" || v == "null"))
+      v += " (unset, as PyTorch's max_split_size_mb unset: a free block of any size may be split)";
+    else if (key == "max_split_size" && v.toLongLong() > 0)
+      v = QString::fromStdString(sessions::format_bytes(v.toLongLong())) + " (larger blocks are never split)";
+    else if (key == "compaction" && (v == "0" || v == "false"))
+      v += " (off: no compaction)";
+    out += QString("%1: %2\n").arg(QString::fromStdString(key), v);
+  }
   return QString("allocator settings (%1)\n").arg(QString::fromStdString(a.source)) + out;
 }
 }  // namespace
@@ -213,7 +222,11 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
   details_->setText("click a block on the map: its stack, size, requested size and the entry that made it");
   rv->addWidget(details_, 2);
-  stacks_table_->setHorizontalHeaderLabels({"held", "bytes", "blocks", "allocating stack (innermost frame; hover: all)"});
+  // a header that fits the pane at 1280x800 (tester63a F13: it read "ocating stack (innermost frame; hover:")
+  stacks_table_->setObjectName("memory_stacks");
+  stacks_table_->setHorizontalHeaderLabels({"held", "bytes", "blocks", "allocating stack (hover: all)"});
+  stacks_table_->horizontalHeaderItem(3)->setToolTip("each row: the innermost frame of the allocating stack; hover a "
+                                                     "cell for all its frames");
   stacks_table_->horizontalHeader()->setStretchLastSection(true);
   stacks_table_->verticalHeader()->hide();
   stacks_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -222,6 +235,7 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
                                   2 * stacks_table_->verticalHeader()->defaultSectionSize() + 2 * stacks_table_->frameWidth() + 4);
   rv->addWidget(stacks_table_, 3);
   std::string recorded;
+  settings_->setObjectName("allocator_settings");
   settings_->setText(settings_text(*session_, &recorded));
   settings_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   settings_->setWordWrap(true);

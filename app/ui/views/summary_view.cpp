@@ -8,6 +8,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QTableView>
 #include <QTreeView>
@@ -37,6 +38,7 @@
 #include "models/sharding_plan_model.h"
 #include "models/table_storage_model.h"
 #include "views/summary_peer_tables.h"
+#include "views/summary_stats_lines.h"
 #include "embedscope/sessions/analysis/table_storage.h"
 #include "embedscope/engine/cost/run_setup_text.h"
 #include "embedscope/engine/workload/lm_spec.h"
@@ -51,10 +53,25 @@ namespace embedscope::ui {
 namespace {
 // A table of a few rows (one per rank) is as tall as its rows, no taller: the space left goes to
 // the panes that need it (critical path, sharding plan).
+// At least kMinRows rows (all when fewer) show at any window size: the page scrolls instead
+// (tester63a F5: at 1280x800 the critical path and collectives got 2.5 rows each).
+constexpr int kMinRows = 8;
+
+// The px of `rows` rows of `t` with its header, frame and horizontal scroll bar.
+int rows_px(QAbstractItemView* t, QHeaderView* header, int row_px, int rows) {
+  return header->sizeHint().height() + rows * row_px + 2 * t->frameWidth() + t->horizontalScrollBar()->sizeHint().height();
+}
+
+// A table at least min(its rows, kMinRows) rows tall.
+void hold_min_rows(QTableView* t) {
+  const int rows = t->model() ? t->model()->rowCount() : 0;
+  t->setMinimumHeight(rows_px(t, t->horizontalHeader(), t->verticalHeader()->defaultSectionSize(), std::min(rows, kMinRows)));
+}
+
 void fit_to_rows(QTableView* t) {
   const int rows = t->model() ? t->model()->rowCount() : 0;
-  t->setMaximumHeight(t->horizontalHeader()->sizeHint().height() + rows * t->verticalHeader()->defaultSectionSize() +
-                      2 * t->frameWidth() + t->horizontalScrollBar()->sizeHint().height());
+  t->setMaximumHeight(rows_px(t, t->horizontalHeader(), t->verticalHeader()->defaultSectionSize(), rows));
+  hold_min_rows(t);
 }
 
 // What the summary shows: the run's figures, for a session with GPU lanes HTA's, and what the
@@ -365,7 +382,9 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                          ? QString("%1 %").arg(st.overlap_pct, 0, 'f', 1)
                          : QString("n/a (no communication)"))
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
-                .arg(origin.isEmpty() ? QString("imbalance (ids looked up max/mean) %1").arg(st.lookups_max_over_mean, 0, 'f', 2)
+                .arg(origin.isEmpty() ? QString("imbalance (ids looked up max/mean) %1; %2")
+                                            .arg(st.lookups_max_over_mean, 0, 'f', 2)
+                                            .arg(lookup_time_imbalance_text(st))  // as stats (tester63a F4)
                                       : QString("load imbalance not measured (a trace has no load counters)"))
                 .arg(QString::fromStdString(sessions::overlap_definition(st)).toHtmlEscaped());
   // a pipelined run's drain steps, left out of the figures above as `stats` says (tester46 F21)
@@ -385,6 +404,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   // streams' above, what its GPU trace lost; the lines of `embedscope stats` (ux41 #6)
   const QString gpu_lines = QString::fromStdString(figures.gpu_lines);
   for (const QString& line : gpu_lines.split('\n', Qt::SkipEmptyParts)) text += "<br>" + line.simplified().toHtmlEscaped();
+  if (const QString held_out = held_out_line(s); !held_out.isEmpty()) text += "<br>" + held_out.toHtmlEscaped();
   text += rebalance_lines(figures);
   text += hot_rows_line(s, st.steps);
   if (!s.meta(sessions::meta::kEndMessage).empty()) text += "<br>" + QString::fromStdString(s.meta(sessions::meta::kEndMessage)).toHtmlEscaped();
@@ -417,6 +437,13 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   plan->expandAll();
   plan->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
   plan->header()->setStretchLastSection(false);
+  {  // the plan's first ranks and their shards, at least (12 rows: a rank and its tables)
+    int drawn = 0;
+    for (QModelIndex i = plan_model->index(0, 0); i.isValid() && drawn < 12; i = plan->indexBelow(i)) ++drawn;
+    const int row = std::max(plan->fontMetrics().height() + 6, plan->sizeHintForRow(0));
+    plan->setMinimumHeight(rows_px(plan, plan->header(), row, drawn));
+    plan->setProperty("report_max_rows", 1024);  // report_layout.h: a whole 4-rank plan of 26 tables (tester63a F14)
+  }
   // what bounded the steps, and what each collective cost (the tables of `embedscope stats`)
   auto* paths = new QHBoxLayout;
   // An empty table says why instead of showing bare headers (tester35 D13): no measured step
@@ -442,6 +469,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     view->setColumnWidth(0, std::min(view->columnWidth(0), view->fontMetrics().averageCharWidth() * 48));  // a short kernel name whole
     view->verticalHeader()->hide();
     view->verticalHeader()->setDefaultSectionSize(view->fontMetrics().height() + 6);
+    hold_min_rows(view);
     box->addWidget(caption);
     box->addWidget(view);
     if (m->rowCount() == 0) {
@@ -456,7 +484,9 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
     view->setProperty("report_every_column", true);  // report_layout.h columns_cut
   };
   add_table(new CriticalPathModel(st, s), "critical_path",
-            st.whole_trace ? "<b>Critical path</b>: what bounded the whole trace" : "<b>Critical path</b>: what bounded the steps",
+            (st.whole_trace ? QString("<b>Critical path</b>: what bounded the whole trace")
+                            : QString("<b>Critical path</b>: what bounded the steps")) +
+                (st.critical_path_ns > 0 ? ", " + critical_path_total_text(st) : QString()),
             "Walked back from the op that ended each step last; an op waits for the op of its rank that ended last "
             "before it started (or the op it was launched from), a collective for its last member (dependencies "
             "inferred). Summed over the measured steps.");
@@ -499,6 +529,7 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
   }
   if (flight) layout->addWidget(flight);
   layout->addWidget(table, 1);
+  add_category_table(layout, page, st, !origin.isEmpty());  // where the time goes, as stats (tester63a F4)
   if (!figures.kernels.empty()) {  // HTA's figures of the GPU kernels, beside the thread-level ones above
     auto* kernels_caption = new QLabel(
         QString("<b>GPU kernels</b> (Holistic Trace Analysis' definitions; %1%2): "
@@ -609,7 +640,14 @@ SummaryView::SummaryView(std::shared_ptr<const sessions::SessionReader> session,
       [this](SummaryFigures& stats) {
         delete status_;
         status_ = nullptr;
-        this->layout()->addWidget(summary_page(*session_, std::move(stats), this));
+        // the page scrolls inside its tab below its panes' minimum heights, as Load and Memory
+        // (tester63a F5), rather than squeeze the tables to 2 rows
+        auto* scroll = new QScrollArea(this);
+        scroll->setObjectName("summary_page_scroll");
+        scroll->setFrameShape(QFrame::NoFrame);
+        scroll->setWidgetResizable(true);
+        scroll->setWidget(summary_page(*session_, std::move(stats), scroll));
+        this->layout()->addWidget(scroll);
       },
       [this](const QString& error) { status_->setText(error); });
 }

@@ -62,7 +62,8 @@ TEST(ReportBounds, ManyRanksGiveBoundedImagesThatSayWhichRowsTheyShow) {
   EXPECT_LE(heights[0], 4000);  // the timeline: 128 of its 600 rows at 22 px, the note, the window's bars
   EXPECT_GE(heights[0], TimelineWidget::kAxis + 128 * TimelineWidget::kRowHeight);  // all 128 on the image
   // the timeline's first rows are on the image, and the note says how many of the 600
-  EXPECT_NE(said.find("note: Timeline: Rows left out of this image (a pane of the report shows at most 64 rows, the timeline 128)"), std::string::npos) << said;
+  EXPECT_NE(said.find("note: Timeline: Rows left out of this image (a pane of the report shows at most 64 rows, the sharding plan 1,024, "
+                      "the timeline 128)"), std::string::npos) << said;
   EXPECT_NE(said.find("timeline: rows 1-128 of 600 shown"), std::string::npos) << said;
   EXPECT_NE(said.find("table rank, compute, comm: rows 1-64 of 300 shown"), std::string::npos) << said;
   QImage timeline((dir / "report" / "timeline.png").c_str());
@@ -74,9 +75,10 @@ TEST(ReportBounds, CutNoteNamesEachPane) {
   EXPECT_EQ(cut_note({}), "");
   const QString note = cut_note({{"timeline", 270, 2048, 5900, 45000}, {"pane", 0, 0, 700, 1200}});
   EXPECT_EQ(note.toStdString(),
-            "Rows left out of this image (a pane of the report shows at most 64 rows, the timeline 128): timeline: rows 1-270 "
-            "of 2,048 shown; pane: the first 700 of 1,200 px shown. Every row: open the session in embedscope-ui, or `embedscope "
-            "stats`.");
+            "Rows left out of this image (a pane of the report shows at most 64 rows, the sharding plan 1,024, the timeline "
+            "128): timeline: rows 1-270 of 2,048 shown; pane: the first 700 of 1,200 px shown. Every row: open the session in "
+            "embedscope-ui (its pane scrolls), `embedscope stats --top 0` (the critical path, collectives and ranks) or "
+            "`embedscope export SESSION --format csv` (ranks.csv, load.csv: every rank's and table's figures).");
   QImage image(100, 50, QImage::Format_ARGB32_Premultiplied);
   image.fill(Qt::white);
   EXPECT_EQ(with_cut_note(image, "").height(), 50);
