@@ -127,6 +127,8 @@ class ShardingPlanModel : public QAbstractItemModel {
   /// Live rebalances that changed the plan (plan_changes at distinct steps); 0: the plan shown
   /// is the one the run started with.
   int plan_changes() const { return plan_changes_; }
+  /// An lm_embedding session: its bytes columns are the ranks' collectives' (received, sent).
+  bool lm() const { return lm_; }
 
   QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
   QModelIndex parent(const QModelIndex& child) const override;
