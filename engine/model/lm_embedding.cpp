@@ -223,8 +223,8 @@ void LmRank::op_input() {
   const bool shared = spec_.sharding == LmSharding::vocab_parallel;
   const int64_t seq0 = shared ? 0 : rank_ * B;
   b.tokens = B * S;
-  b.x.resize(static_cast<size_t>(b.tokens));
-  b.y.resize(static_cast<size_t>(b.tokens));
+  b.x = lm_id_buffer(arena_, static_cast<size_t>(b.tokens));
+  b.y = lm_id_buffer(arena_, static_cast<size_t>(b.tokens));
   const int64_t global_seqs = shared ? B : B * world_;
   b.n_targets = 0;
   for (int64_t g = 0; g < global_seqs; ++g) {
@@ -240,7 +240,7 @@ void LmRank::op_input() {
   b.local_count = local_tokens();
   b.local_begin = spec_.sequence_parallel ? rank_ * b.local_count : 0;
   if (histogram_.empty()) histogram_.assign(static_cast<size_t>(sessions::id_buckets_of(vocab_)), 0);
-  for (int64_t id : b.x) ++histogram_[static_cast<size_t>(sessions::id_bucket_of_row(vocab_, id))];
+  for (size_t t = 0; t < b.x.size(); ++t) ++histogram_[static_cast<size_t>(sessions::id_bucket_of_row(vocab_, b.x[t]))];
 }
 
 void LmRank::op_body_forward() {

@@ -43,11 +43,11 @@ std::vector<int64_t> times(std::vector<int64_t> v, int64_t k) {
 }
 }  // namespace
 
-void LmRank::count_ids(const std::vector<int64_t>& ids) {
-  // ids this rank reads from its shard, and their distinct rows
+void LmRank::count_ids(const int64_t* ids, size_t n) {
+  // ids this rank reads from its shard, and their distinct rows (host bookkeeping of the counters)
   std::vector<int64_t> mine;
-  for (int64_t id : ids)
-    if (id >= rows_.begin && id < rows_.end) mine.push_back(id);
+  for (size_t i = 0; i < n; ++i)
+    if (ids[i] >= rows_.begin && ids[i] < rows_.end) mine.push_back(ids[i]);
   st_->result.ids_looked_up = static_cast<int64_t>(mine.size());
   std::sort(mine.begin(), mine.end());
   st_->result.unique_rows = std::unique(mine.begin(), mine.end()) - mine.begin();
@@ -65,13 +65,14 @@ void LmRank::op_bucketize() {
     const int o = vocab_owner(st.b.x[static_cast<size_t>(t)], vocab_, world_);
     pos[static_cast<size_t>(o)].push_back(t);
   }
-  st.rw_order.clear();
-  st.rw_sent_ids.clear();
+  st.rw_order = lm_id_buffer(arena_, static_cast<size_t>(T));
+  st.rw_sent_ids = lm_id_buffer(arena_, static_cast<size_t>(T));
+  size_t k = 0;
   for (int j = 0; j < world_; ++j) {
     st.rw_send[static_cast<size_t>(j)] = static_cast<int64_t>(pos[static_cast<size_t>(j)].size());
     for (int64_t t : pos[static_cast<size_t>(j)]) {
-      st.rw_order.push_back(t);
-      st.rw_sent_ids.push_back(st.b.x[static_cast<size_t>(t)]);
+      st.rw_order[k] = t;
+      st.rw_sent_ids[k++] = st.b.x[static_cast<size_t>(t)];
     }
   }
 }
@@ -83,8 +84,9 @@ void LmRank::op_input_dist() {
   pg_.all_to_all_v("input_dist/splits", st.rw_send.data(), ones, st.rw_recv.data(), ones, sizeof(int64_t));
   int64_t nrecv = 0;
   for (int64_t c : st.rw_recv) nrecv += c;
-  st.rw_ids.assign(static_cast<size_t>(nrecv), 0);
+  st.rw_ids = lm_id_buffer(arena_, static_cast<size_t>(nrecv));
   pg_.all_to_all_v("input_dist/ids", st.rw_sent_ids.data(), st.rw_send, st.rw_ids.data(), st.rw_recv, sizeof(int64_t));
+  st.rw_sent_ids = {};  // sent
 }
 
 void LmRank::op_lookup() {
@@ -92,7 +94,7 @@ void LmRank::op_lookup() {
   const int64_t H = hidden_;
   const LmDataType dt = spec_.data_type;
   if (spec_.sharding == LmSharding::row_wise) {  // the rows of the ids received
-    count_ids(st.rw_ids);
+    count_ids(st.rw_ids.data(), st.rw_ids.size());
     const auto nrecv = static_cast<int64_t>(st.rw_ids.size());
     st.part = buffer("activations", static_cast<size_t>(nrecv * H));
     for (int64_t i = 0; i < nrecv; ++i) {
@@ -104,7 +106,7 @@ void LmRank::op_lookup() {
   }
   // vocab_parallel and data_parallel: a lookup of the rows this rank holds, ids outside them
   // masked to local row 0 and zeroed (Megatron).
-  count_ids(st.b.x);
+  count_ids(st.b.x.data(), st.b.x.size());
   const int64_t T = st.b.tokens;
   st.part = buffer("activations", static_cast<size_t>(T * H));
   for (int64_t t = 0; t < T; ++t) {
@@ -163,7 +165,7 @@ void LmRank::op_gather_hidden() {
   pg_.all_gather_q(rw ? "output_projection/all_gather" : "sequence_parallel/all_gather", st.z, st.zg.data(),
                    counts, lm_wire_precision(spec_), nullptr);
   if (rw) {
-    st.yg.assign(static_cast<size_t>(per * world_), 0);
+    st.yg = lm_id_buffer(arena_, static_cast<size_t>(per * world_));
     const std::vector<int64_t> yc(static_cast<size_t>(world_), per);
     pg_.all_gather_v("output_projection/targets_all_gather", st.b.y.data(), st.yg.data(), yc, sizeof(int64_t));
   }
@@ -208,7 +210,7 @@ void LmRank::op_cross_entropy_max() {
 
 void LmRank::op_cross_entropy_exp() {
   Step& st = *st_;
-  const std::vector<int64_t>& y = st.targets();
+  const DeviceBuffer<int64_t>& y = st.targets();
   const auto Tc = static_cast<int64_t>(y.size());
   MapM logits(st.logits.data(), Tc, rows_.size());
   for (int64_t t = 0; t < Tc; ++t) {
@@ -229,7 +231,7 @@ void LmRank::op_cross_entropy_all_reduce() {
 void LmRank::op_projection_backward() {
   Step& st = *st_;
   const int64_t H = hidden_, Vr = rows_.size();
-  const std::vector<int64_t>& y = st.targets();
+  const DeviceBuffer<int64_t>& y = st.targets();
   const auto Tc = static_cast<int64_t>(y.size());
   MapM logits(st.logits.data(), Tc, Vr);
   const double n = static_cast<double>(st.b.n_targets);
@@ -291,6 +293,7 @@ void LmRank::op_projection_grad_dist() {
   st.logits = {};
   st.o_read = {};
   st.zg = {};
+  st.yg = {};
   st.m = {};
   st.pred = {};
   st.se = {};

@@ -43,8 +43,9 @@ class LmReplay {
     for (int64_t st = 0; st < std::min<int64_t>(s_.steps, 8); ++st) {
       const int64_t nrecv = rw_ ? received_.at(static_cast<size_t>(st)) : 0;
       for (const ProgramOp& op : prog.ops) step_op(op.name, nrecv);
-      // end_step: the Step's buffers, the last declared first (lm_batch.h)
-      for (Allocation* a : {&grad_rows_, &de_, &dz_, &se_, &pred_, &m_, &o_read_, &dzg_, &logits_, &zg_, &acts_, &emb_, &part_})
+      // end_step: the Step's buffers, the last declared first (lm_batch.h), the batch's ids last
+      for (Allocation* a : {&grad_rows_, &de_, &dz_, &se_, &pred_, &m_, &yg_, &o_read_, &dzg_, &logits_, &zg_, &acts_,
+                            &emb_, &rw_ids_, &rw_sent_ids_, &rw_order_, &part_, &y_, &x_})
         give(*a);
     }
     const MemoryStats st = mem_.stats();
@@ -53,6 +54,7 @@ class LmReplay {
 
  private:
   static constexpr int64_t f32 = 4;
+  static constexpr int64_t i64 = 8;  // a token id or position
 
   Allocation take(int64_t bytes) {
     Allocation a = mem_.take(bytes);
@@ -112,7 +114,16 @@ class LmReplay {
   void step_op(const std::string& name, int64_t nrecv) {
     const int p = s_.world_size;
     const int64_t Tc = rw_ ? T_ * p : T_;
-    if (name == "lookup") {
+    if (name == "input") {  // the batch's inputs and targets [T]
+      assign(x_, T_ * i64);
+      assign(y_, T_ * i64);
+    } else if (name == "bucketize") {  // row_wise: each id's batch position and the ids, in send order
+      assign(rw_order_, T_ * i64);
+      assign(rw_sent_ids_, T_ * i64);
+    } else if (name == "input_dist") {  // the ids received; the ids sent given back once sent
+      assign(rw_ids_, nrecv * i64);
+      give(rw_sent_ids_);
+    } else if (name == "lookup") {
       assign(part_, (rw_ ? nrecv : T_) * H_ * f32);
       if (s_.sharding == LmSharding::data_parallel) move(emb_, part_);  // no collective: the output
     } else if (name == "output_dist") {
@@ -130,6 +141,7 @@ class LmReplay {
       give(emb_);  // copied into hs[0]
     } else if (name == "output_projection/all_gather" || name == "sequence_parallel/all_gather") {
       assign(zg_, (rw_ ? T_ : Tl_) * p * H_ * f32);
+      if (rw_) assign(yg_, T_ * p * i64);  // every rank's targets
     } else if (name == "output_projection/logits") {
       if (s_.data_type != LmDataType::fp32) assign(o_read_, rows_ * H_ * 2);  // bf16 / fp16 codes
       assign(logits_, Tc * rows_ * f32);
@@ -144,7 +156,7 @@ class LmReplay {
         assign(dz_, (rw_ ? T_ : Tl_) * H_ * f32);  // the reduce-scatter's output
       else
         move(dz_, dzg_);  // the gradient itself (all-reduced in place, or data_parallel's own)
-      for (Allocation* a : {&dzg_, &logits_, &o_read_, &zg_, &m_, &pred_, &se_}) give(*a);
+      for (Allocation* a : {&dzg_, &logits_, &o_read_, &zg_, &yg_, &m_, &pred_, &se_}) give(*a);
     } else if (name == "body_backward") {
       assign(de_, Tl_ * H_ * f32);
       if (s_.body_layers > 0) {  // the pre-activations' gradient, for the op
@@ -177,7 +189,8 @@ class LmReplay {
   bool rw_ = false;
   std::vector<Allocation> params_;
   std::vector<int64_t> received_;
-  Allocation part_, emb_, acts_, zg_, o_read_, logits_, dzg_, m_, pred_, se_, dz_, de_, grad_rows_;
+  Allocation x_, y_, part_, rw_order_, rw_sent_ids_, rw_ids_, emb_, acts_, zg_, o_read_, logits_, dzg_, yg_, m_, pred_,
+      se_, dz_, de_, grad_rows_;
   int64_t requested_ = 0, peak_requested_ = 0;
 };
 
@@ -247,9 +260,15 @@ std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& s) {
     // gradient themselves), the cross-entropy's three [Tc] vectors, the embedding output's
     // gradient and the body's pre-activation gradient (L > 0)
     const int64_t own = rw ? 2 * T * H * f32 : s.sequence_parallel ? 2 * Tl * H * f32 : 0;
+    // the token ids (int64): the batch's inputs and targets [T]; row_wise also each id's batch
+    // position and the ids sent [T], the ids received (the most of the replayed steps) and every
+    // rank's targets [p T]
+    const std::vector<int64_t> mine = rank_column(received, r);
+    const int64_t most_received = mine.empty() ? 0 : *std::max_element(mine.begin(), mine.end());
+    const int64_t ids = 2 * T + (rw ? 2 * T + most_received + T * p : 0);
     e.activation_bytes = (2 * L + 1) * Tl * H * f32 + lookup + gathered + Tc * H * f32 + own + 3 * Tc * f32 +
-                         Tl * H * f32 + (L > 0 ? Tl * H * f32 : 0);
-    const LmReplayedMemory m = LmReplay(s, r, rank_column(received, r)).run();
+                         Tl * H * f32 + (L > 0 ? Tl * H * f32 : 0) + ids * 8;
+    const LmReplayedMemory m = LmReplay(s, r, mine).run();
     e.peak_allocated_bytes = m.peak_allocated;
     e.peak_reserved_bytes = m.peak_reserved;
     e.peak_requested_bytes = m.peak_requested;

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -161,6 +162,36 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
     if (m < 0) m = is_did_not_end_name(session.name(id)) ? 1 : 0;
     return m == 1;
   };
+  // each comm op's bytes sent and received apart (tester62a F10: args "bytes" is their sum): its
+  // collective record, the one of its rank and sequence inside it (an engine run's op), else the
+  // one holding it (an imported trace's kernel: its share of the record's bytes, split as the
+  // record's), as sessions/analysis/critical_path.cpp credits collective times; none: no split
+  const auto colls = session.collectives();
+  std::map<std::pair<int32_t, uint64_t>, std::vector<const CollectiveRecord*>> by_rank_seq;
+  std::map<int32_t, std::vector<const CollectiveRecord*>> by_rank;
+  for (const auto& c : colls) {
+    by_rank_seq[{c.rank, c.sequence}].push_back(&c);
+    by_rank[c.rank].push_back(&c);
+  }
+  auto sent_of = [&](const OpRecord& o) -> std::optional<int64_t> {
+    const CollectiveRecord* rec = nullptr;
+    if (o.correlation != 0 && !imported)
+      if (auto it = by_rank_seq.find({o.rank, o.correlation}); it != by_rank_seq.end())
+        for (const CollectiveRecord* c : it->second)
+          if (c->start_ns >= o.start_ns && c->end_ns <= o.end_ns) rec = c;
+    if (!rec)
+      if (auto it = by_rank.find(o.rank); it != by_rank.end())
+        for (const CollectiveRecord* c : it->second)
+          if (c->start_ns <= o.start_ns && o.end_ns <= c->end_ns) {
+            rec = c;
+            break;
+          }
+    const int64_t both = rec ? rec->bytes_sent + rec->bytes_received : 0;
+    if (both <= 0) return std::nullopt;
+    if (o.bytes == both) return rec->bytes_sent;
+    return static_cast<int64_t>(static_cast<long double>(o.bytes) * static_cast<long double>(rec->bytes_sent) /
+                                static_cast<long double>(both));
+  };
   // each rank's comm ops by lane, in start order: the flows below start and end inside one
   // (Perfetto binds a flow event to the slice of its thread that encloses it)
   std::map<int32_t, std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>>> comm_spans;
@@ -196,7 +227,12 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
         continue;
       }
       args += fmt::format(R"("step":{})", o.step);
-      if (o.bytes) args += fmt::format(R"(,"bytes":{})", o.bytes);
+      if (o.bytes) {
+        args += fmt::format(R"(,"bytes":{})", o.bytes);
+        if (o.category == OpCategory::comm)
+          if (const auto sent = sent_of(o))
+            args += fmt::format(R"(,"bytes_sent":{},"bytes_received":{})", *sent, o.bytes - *sent);
+      }
       if (o.correlation) args += fmt::format(R"(,"{}":{})", imported ? "correlation" : "sequence", o.correlation);
       emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"name":{},"cat":"{}","ts":{},"dur":{},"args":{{{}}}}})", o.rank,
                        o.lane, name_of(o.name_id), cat, ns_to_us(o.start_ns), ns_to_us(o.end_ns - o.start_ns), args));
@@ -255,7 +291,6 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   }
   // flows: one arrow from the first rank to enter a collective to each other member
   std::map<std::pair<std::string, uint64_t>, std::vector<const CollectiveRecord*>> by_seq;
-  const auto colls = session.collectives();
   const bool bytes_unknown = collective_bytes_unknown(session);  // 0 B there is unknown: no counts written
   for (const auto& c : colls) by_seq[{c.group, c.sequence}].push_back(&c);
   for (auto& [rank, lanes] : comm_spans)

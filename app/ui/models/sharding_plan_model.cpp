@@ -216,7 +216,19 @@ ShardingPlanModel::ShardingPlanModel(const sessions::SessionReader& session, con
   for (const auto& rs : stats.ranks)
     if (rs.rank >= 0 && rs.rank < world && rs.peak_allocated_bytes > 0)
       ranks_[static_cast<size_t>(rs.rank)].peak_bytes = rs.peak_allocated_bytes;
-  if (fill_lm_estimate(session.meta(sessions::meta::kWorkloadJson, "{}"))) return;
+  if (fill_lm_estimate(session.meta(sessions::meta::kWorkloadJson, "{}"))) {
+    // an lm_embedding rank's traffic is its collectives' (every rank all-reduces or
+    // reduce-scatters the whole masked [T x H] partial sum, Megatron's VocabParallelEmbedding),
+    // not its lookups' ids x 8 and rows x H x 2 or 4 (tester62a F9: a 43x spread that the wire
+    // does not have): the bytes `stats` and `run` give each rank, over the measured steps
+    lm_steps_ = stats.counted_steps();
+    for (const auto& rs : stats.ranks)
+      if (rs.rank >= 0 && rs.rank < world) {
+        ranks_[static_cast<size_t>(rs.rank)].bytes_in = rs.bytes_received;
+        ranks_[static_cast<size_t>(rs.rank)].bytes_out = rs.bytes_sent;
+      }
+    return;
+  }
   try {  // the planner's estimate for the workload as run
     const engine::WorkloadSpec spec = engine::parse_workload(json::parse(session.meta(sessions::meta::kWorkloadJson, "{}")), sessions::meta::kWorkloadJson);
     // each shard's bytes as the run stores them (shard_weight_bytes: the table's data_type, or A's
@@ -471,8 +483,13 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
       case PlannedMemory: return bytes(r.planned_bytes);
       case PeakMemory: return bytes(r.peak_bytes);
       case IdsLookedUp: return count(r.ids);
-      case BytesIn: return bytes(r.bytes_in);
-      case BytesOut: return bytes(r.bytes_out);
+      case BytesIn:
+      case BytesOut: {
+        const int64_t b = index.column() == BytesIn ? r.bytes_in : r.bytes_out;
+        if (!lm_ || role == Qt::UserRole || lm_steps_ <= 0) return bytes(b);
+        return QString("%1 (%2 a step)")
+            .arg(QString::fromStdString(sessions::format_bytes(b)), QString::fromStdString(sessions::format_bytes(b / lm_steps_)));
+      }
       default: return {};
     }
   }
@@ -497,14 +514,24 @@ QVariant ShardingPlanModel::data(const QModelIndex& index, int role) const {
     case PlannedMemory: return bytes(s.weight_bytes + s.cache_bytes);
     case PeakMemory: return role == Qt::UserRole ? QVariant() : QVariant(QString());
     case IdsLookedUp: return count(s.ids);
-    case BytesIn: return bytes(s.bytes_in);
-    case BytesOut: return bytes(s.bytes_out);
+    case BytesIn:  // an lm_embedding rank's bytes are its collectives', on its row, not a shard's lookups'
+      return lm_ ? (role == Qt::UserRole ? QVariant() : QVariant(QString())) : bytes(s.bytes_in);
+    case BytesOut: return lm_ ? (role == Qt::UserRole ? QVariant() : QVariant(QString())) : bytes(s.bytes_out);
     default: return {};
   }
 }
 
 QVariant ShardingPlanModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  const bool bytes_column = section == BytesIn || section == BytesOut;
+  if (orientation == Qt::Horizontal && role == Qt::ToolTipRole && bytes_column)
+    return lm_ ? QString("an lm_embedding rank's bytes on the wire: what its collectives sent to and received from the "
+                         "other ranks over the measured steps, and per step (`stats` and `run`'s rank table: every "
+                         "collective of the rank, the split checks included): under vocab_parallel every rank all-reduces or reduce-scatters the whole "
+                         "[tokens x hidden] partial sum, whatever ids it looked up")
+               : QString("the lookups' bytes over the measured steps: in = the ids and lengths received for them, out = "
+                         "the pooled rows produced for other ranks (and this one)");
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractItemModel::headerData(section, orientation, role);
+  if (lm_ && bytes_column) return QString(section == BytesIn ? "bytes received" : "bytes sent");
   static const char* names[] = {"rank / table", "shards",       "rows x cols @ offset", "planned memory",
                                 "peak allocated", "ids looked up", "bytes in",             "bytes out"};
   return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();

@@ -1,7 +1,8 @@
 #pragma once
 // The sharding plan of a session as a tree, like TorchRec's planner statistics: one row per
 // rank (the shards it holds by type, its planned and measured memory, the ids it looked up and
-// the bytes its lookups took in and gave out), with one child row per shard (table, sharding
+// the bytes its lookups took in and gave out; an lm_embedding rank's: its collectives' bytes
+// received and sent), with one child row per shard (table, sharding
 // type, rows x cols at its offset, its weight bytes and its own load). A run with live
 // rebalances shows the plan it ended with (the load view shows the plan over time), a rank's
 // shards of earlier plans that served it in earlier steps as rows of their own ("table_wise #0
@@ -85,13 +86,20 @@ class ShardingPlanModel : public QAbstractItemModel {
     /// Beside the peak in its cell when it did not happen under the plan shown: "at the move
     /// after step 2", "under an earlier plan"; empty otherwise.
     QString peak_note;
-    int64_t ids = 0, bytes_in = 0, bytes_out = 0;  ///< every shard row's, former and replica included
+    /// ids: every shard row's, former and replica included; bytes_in / bytes_out: likewise the
+    /// lookups' (ids and lengths received, pooled rows produced), but for an lm_embedding session
+    /// the rank's collectives' bytes received / sent over the measured steps
+    /// (sessions::RankStats::bytes_received / bytes_sent, as `stats` and `run`'s rank table).
+    int64_t ids = 0, bytes_in = 0, bytes_out = 0;
   };
 
   /// "80.0%" (hits / (hits + misses)) for a host_cached shard or rank with lookups, else "-".
   static QString hit_rate_text(int64_t hits, int64_t misses, bool cached);
 
-  /// A session without a plan gives an empty model. Size column of a rank: "weights X" and,
+  /// A session without a plan gives an empty model. An lm_embedding session's bytes columns are
+  /// headed "bytes received" / "bytes sent" and hold its ranks' collective bytes, "13.1 KiB (6.6
+  /// KiB a step)" (Qt::UserRole: the whole bytes), its shard rows none; the header's tooltip says
+  /// what the columns count. Size column of a rank: "weights X" and,
   /// when it holds shards in host memory, ", device cache Y, host Z, hit rate H" (its
   /// host_cached shards' hits over their lookups); planned memory of a shard: its device bytes.
   ShardingPlanModel(const sessions::SessionReader& session, const sessions::RunStats& stats, QObject* parent = nullptr);
@@ -119,6 +127,8 @@ class ShardingPlanModel : public QAbstractItemModel {
   /// Live rebalances that changed the plan (plan_changes at distinct steps); 0: the plan shown
   /// is the one the run started with.
   int plan_changes() const { return plan_changes_; }
+  /// An lm_embedding session: its bytes columns are the ranks' collectives' (received, sent).
+  bool lm() const { return lm_; }
 
   QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
   QModelIndex parent(const QModelIndex& child) const override;
@@ -144,7 +154,8 @@ class ShardingPlanModel : public QAbstractItemModel {
   int plan_changes_ = 0;
   static bool over_within_rounding(const RankRow& r);  // under_planned()'s tolerance
   static bool over_the_plan(const RankRow& r);          // above the estimate beyond it
-  bool lm_ = false;  // an lm_embedding session (under_planned_text)
+  bool lm_ = false;  // an lm_embedding session (under_planned_text, the bytes columns)
+  int64_t lm_steps_ = 0;  // an lm_embedding session's counted steps (its bytes a step)
   bool cuda_ = false;  // the session's backend is cuda (under_planned_text)
 };
 

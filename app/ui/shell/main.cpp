@@ -228,6 +228,8 @@ int write_report(embedscope::ui::MainWindow& w, const QString& dir, const QStrin
       // its table's rows (up to kReportMaxRows) added to the window, not shared with the plots: the
       // layout gave the table a fifth of each growth, and the plots grew to 1,400 px each
       QTableWidget* t = scaling->table();
+      QApplication::processEvents();  // the columns at the window's width, then each row's wrapped note
+      t->resizeRowsToContents();
       int rows_px = 0;
       for (int r = 0; r < std::min(t->rowCount(), embedscope::ui::kReportMaxRows); ++r) rows_px += t->rowHeight(r);
       const int full = rows_px + t->horizontalHeader()->height() + 2 * t->frameWidth() + 2;

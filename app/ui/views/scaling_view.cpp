@@ -361,6 +361,12 @@ void ScalingView::build(const ScalingPage& page) {
   }
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
+  // the note (the last column, stretched to the table's width) wraps, and each row is as tall as
+  // its note needs: a refused point's whole reason and its advice readable on the page and in the
+  // report, not cut with "..." mid-number (tester62a F5; the tooltip holds it too)
+  table_->setWordWrap(true);
+  table_->setTextElideMode(Qt::ElideNone);
+  table_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   grid->addWidget(table_, 4, 0, 1, 2);
   grid->setRowStretch(2, 2);
   grid->setRowStretch(3, 2);

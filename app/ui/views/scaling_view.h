@@ -64,6 +64,8 @@ class ScalingView : public QWidget {
   /// prints it, "0.12 ms"), tokens/s, per GPU, efficiency, emb comm, comm, wire/step, B/token
   /// (one decimal; the formula in its tooltip), memory/GPU, note (the session). A refused
   /// point has sharding, GPUs, nodes and its reason in the note column (red), no other items.
+  /// The note column takes the table's remaining width and wraps; rows grow to their note's
+  /// height (the whole reason readable, not elided).
   QTableWidget* table() const { return table_; }
   static constexpr int kWireColumn = 9;   ///< the table's wire/step column (both studies)
   static constexpr int kNoteColumn = 11;  ///< a DLRM study's note column (placement, session, error)

@@ -563,8 +563,12 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                              ? "a trace records what ran, not the embedding tables and where they were placed"
                              : "the run stored no plan")
       : plan_model->plan_changes() == 0
-          ? QString("<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
-                    "and bytes its lookups took in and gave out (%1)")
+          ? QString(plan_model->lm()
+                        ? "<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, the ids it "
+                          "looked up and the bytes its collectives received and sent (every rank all-reduces or "
+                          "reduce-scatters the whole [tokens x hidden] partial sum, whatever ids it held; %1)"
+                        : "<b>Sharding plan</b>: per rank the shards it holds, its planned and peak memory, and the ids "
+                          "and bytes its lookups took in and gave out (%1)")
                 .arg(window)
           : QString("<b>Sharding plan as the run ended</b>, after %1 live rebalance(s) that changed it (the Load view "
                     "shows the plan over time): per rank the shards it ended with, this plan's planned memory, the "

@@ -62,11 +62,12 @@ TEST(Lm59Scaling, BytesPerTokenAreTheHandCountedCollectives) {
   EXPECT_EQ(dp.tokens_per_step, 256);
   EXPECT_EQ(dp.wire_bytes_per_step, 390552);
   EXPECT_DOUBLE_EQ(dp.wire_bytes_per_token, 390552.0 / 256);
-  // one GPU sends nothing; the memory per GPU: 1 rank 395.5 KiB, vp on 4 ranks 115.0 KiB (the tester's plan
-  // gave 394.0 and 113.5 KiB before the cross-entropy's three vectors of 64 floats were arena blocks)
+  // one GPU sends nothing; the memory per GPU: 1 rank 396.5 KiB, vp on 4 ranks 116.0 KiB (the tester's plan
+  // gave 394.0 and 113.5 KiB before the cross-entropy's three vectors of 64 floats were arena blocks,
+  // 395.5 and 115.0 KiB before the 64 token ids and 64 targets, 512 B each, were)
   EXPECT_EQ(lm59_point(points, es::LmSharding::vocab_parallel, 1).wire_bytes_per_step, 0);
-  EXPECT_EQ(lm59_point(points, es::LmSharding::data_parallel, 1).memory_bytes_per_gpu, 404992);  // 395.5 KiB
-  EXPECT_EQ(vp.memory_bytes_per_gpu, 117760);                                                     // 115.0 KiB
+  EXPECT_EQ(lm59_point(points, es::LmSharding::data_parallel, 1).memory_bytes_per_gpu, 406016);  // 396.5 KiB
+  EXPECT_EQ(vp.memory_bytes_per_gpu, 118784);                                                     // 116.0 KiB
   // type-major, sizes ascending; the efficiency is tokens/s per GPU over the best 1-GPU point's
   EXPECT_EQ(points[0].gpus, 1);
   EXPECT_EQ(points[1].gpus, 4);

@@ -74,7 +74,8 @@ TEST(LmExecutor, OutOfMemoryEndsTheSessionOomWithWhatTheRankHeld) {
   // One rank (no peer to fail with it), V = 16400, H = 8, tied, T = 16, in 2 MiB of device
   // memory. The caching allocator serves requests up to 1 MiB from 2 MiB segments of its small
   // pool: E and its gradient (16400 x 8 x 4 = 524800 B each, 1025 x 512), the body's 8 blocks of
-  // 512 B, the lookup's 512 B and the body's activations (5 x 16 x 8 x 4 = 2560 B) share the
+  // 512 B, the lookup's 512 B, the batch's token ids and targets (16 int64, a 512 B block each)
+  // and the body's activations (5 x 16 x 8 x 4 = 2560 B) share the
   // one segment; the logits [16 x 16400] (1049600 B > 1 MiB) need a large-pool segment of their
   // own, which does not fit.
   LmWorkloadSpec s = small_spec();
@@ -98,14 +99,15 @@ TEST(LmExecutor, OutOfMemoryEndsTheSessionOomWithWhatTheRankHeld) {
     EXPECT_NE(session.meta(sessions::meta::kEndMessage).find("out of memory"), std::string::npos);
     EXPECT_TRUE(session.steps().empty());  // no step ended
     // the layout that could not hold the logits, and the counters of step 0 with what the rank
-    // held: E, dE, the body and the activations (the lookup's buffer was freed)
+    // held: E, dE, the body, the token ids and targets and the activations (the lookup's buffer
+    // was freed)
     const auto snaps = session.memory_snapshots();
     ASSERT_EQ(snaps.size(), 1u);
     EXPECT_EQ(snaps[0].reason, "oom");
     const auto counters = session.memory_counters();
     ASSERT_EQ(counters.size(), 1u);
     EXPECT_EQ(counters[0].step, 0);
-    EXPECT_EQ(counters[0].allocated, 2 * 524800 + 8 * 512 + 2560);
+    EXPECT_EQ(counters[0].allocated, 2 * 524800 + 8 * 512 + 2 * 512 + 2560);
     // the step's spans up to the failure: the ops before the logits (the lookup's all-reduce
     // included) and the logits op itself, ended where it failed
     std::vector<std::string> names;

@@ -92,9 +92,11 @@ TEST(LmGpuMemoryVerdict, PlanSaysAPointThatFits) {
   EXPECT_NE(text.out.find("memory       fits on h100_sxm: rank "), std::string::npos) << text.out;
 }
 
-// The tester's S 75,520 data_parallel point: the replay's peak allocated 85,448,184,832 B (with the
-// cross-entropy's three vectors of 75,520 floats, 906,240 B, in the arena) is 72.6 MB under the H100's 85,520,809,984 B, its peak reserved 85,815,459,840 B 294,649,856 B
-// (281.0 MiB) over it: refused on reserved, by plan and scaling alike.
+// The tester's S 75,520 data_parallel point: the replay's peak allocated 85,449,393,152 B (with the
+// cross-entropy's three vectors of 75,520 floats, 906,240 B, and the 75,520 token ids and targets,
+// 2 x 604,160 B, in the arena) is 71.4 MB under the H100's 85,520,809,984 B, its peak reserved
+// 85,817,556,992 B (the ids' blocks, under 1 MiB, take one more 2 MiB small segment)
+// 296,747,008 B (283.0 MiB) over it: refused on reserved, by plan and scaling alike.
 TEST(LmGpuMemoryVerdict, APointIsJudgedOnItsPeakReserved) {
   json j = l70();
   j["sequence_length"] = 75520;
@@ -104,15 +106,15 @@ TEST(LmGpuMemoryVerdict, APointIsJudgedOnItsPeakReserved) {
   const std::vector<es::LmMemoryEstimate> est = es::estimate_lm_memory(spec);
   const int64_t device = es::load_hardware_profile("h100_sxm").gpu.memory_bytes;
   ASSERT_EQ(device, 85520809984);
-  EXPECT_EQ(est.at(0).peak_allocated_bytes, 85448184832);
-  EXPECT_EQ(est.at(0).peak_reserved_bytes, 85815459840);
+  EXPECT_EQ(est.at(0).peak_allocated_bytes, 85449393152);
+  EXPECT_EQ(est.at(0).peak_reserved_bytes, 85817556992);
   const es::LmGpuMemoryVerdict v =
       es::lm_gpu_memory_verdict(est, device, es::load_hardware_profile("h100_sxm").gpu.name, spec.sharding);
   EXPECT_FALSE(v.fits());
-  EXPECT_EQ(v.peak_reserved_bytes, 85815459840);
+  EXPECT_EQ(v.peak_reserved_bytes, 85817556992);
   // allocated and the device both read 79.6 GiB: said to the byte
-  EXPECT_NE(v.refusal.find("allocated 79.6 GiB (85,448,184,832 B)"), std::string::npos) << v.refusal;
-  EXPECT_NE(v.refusal.find("has 79.6 GiB (85,520,809,984 B), 281.0 MiB short"), std::string::npos) << v.refusal;
+  EXPECT_NE(v.refusal.find("allocated 79.6 GiB (85,449,393,152 B)"), std::string::npos) << v.refusal;
+  EXPECT_NE(v.refusal.find("has 79.6 GiB (85,520,809,984 B), 283.0 MiB short"), std::string::npos) << v.refusal;
 
   es::LmScalingStudyOptions o;
   o.hardware = "h100_sxm";
@@ -121,8 +123,8 @@ TEST(LmGpuMemoryVerdict, APointIsJudgedOnItsPeakReserved) {
   const auto points = es::run_lm_scaling_study(spec, o);
   ASSERT_EQ(points.size(), 1u);
   EXPECT_EQ(points[0].error, v.refusal);
-  EXPECT_EQ(points[0].memory_bytes_per_gpu, 85448184832);
-  EXPECT_EQ(points[0].memory_reserved_bytes_per_gpu, 85815459840);
+  EXPECT_EQ(points[0].memory_bytes_per_gpu, 85449393152);
+  EXPECT_EQ(points[0].memory_reserved_bytes_per_gpu, 85817556992);
 }
 
 // row_wise gathers every GPU's hidden states: [p T x H] grows with p, so its refusal advises fewer

@@ -56,14 +56,16 @@ LmWorkloadSpec spec_of(const Case& c) {
 /// The estimate's terms for the buffers never alive with the logits: the lookup's (freed before
 /// the logits exist), the embedding output where it is a buffer of its own ([T x H] row_wise,
 /// [Tl x H] sequence_parallel; freed by the body's forward), the embedding output's gradient and
-/// the pre-activation gradient (each [Tl x H], taken after the logits are freed).
+/// the pre-activation gradient (each [Tl x H], taken after the logits are freed), and row_wise's
+/// ids sent ([T] int64, given back by input_dist once sent).
 int64_t lookup_term(const LmWorkloadSpec& s) {
   const int64_t tokens_hidden_bytes = s.tokens_per_micro_batch() * s.hidden_size * 4;
   const int64_t local = s.sequence_parallel ? tokens_hidden_bytes / s.world_size : tokens_hidden_bytes;
   const bool rw = s.sharding == LmSharding::row_wise;
   const int64_t lookup = rw ? 2 * tokens_hidden_bytes : tokens_hidden_bytes;
   const int64_t own = rw ? tokens_hidden_bytes : s.sequence_parallel ? local : 0;
-  return lookup + own + local + (s.body_layers > 0 ? local : 0);
+  const int64_t ids_sent = rw ? s.tokens_per_micro_batch() * 8 : 0;
+  return lookup + own + local + (s.body_layers > 0 ? local : 0) + ids_sent;
 }
 
 /// A stable test name (the default prints the struct's bytes, padding included).
@@ -84,8 +86,10 @@ TEST_P(LmMemory, PeakPerRankIsTheEstimateLessTheLookup) {
     SCOPED_TRACE(k);
     EXPECT_EQ(r.ranks[k].peak_requested, est[k].total() - lookup_term(s));
     EXPECT_GE(r.ranks[k].peak_allocated, r.ranks[k].peak_requested);
-    // at most 2 + 2 (E, O and their gradients) + 4 L (body) + 9 (transients: the cross-entropy's three vectors among them) blocks, 512 B each
-    EXPECT_LE(r.ranks[k].peak_allocated, r.ranks[k].peak_requested + 512 * (4 + 4 * s.body_layers + 9));
+    // at most 2 + 2 (E, O and their gradients) + 4 L (body) + 14 (transients: the cross-entropy's
+    // three vectors, the token ids and targets, row_wise's ids' positions, ids received and
+    // gathered targets among them) blocks, 512 B each
+    EXPECT_LE(r.ranks[k].peak_allocated, r.ranks[k].peak_requested + 512 * (4 + 4 * s.body_layers + 14));
     EXPECT_EQ(r.ranks[k].peak_allocated, est[k].peak_allocated_bytes);
     EXPECT_EQ(r.ranks[k].peak_requested, est[k].peak_requested_bytes);
   }
@@ -107,13 +111,15 @@ TEST(LmMemory, HandComputedPeakOfOneRank) {
   // V = 64, H = 8, T = 16, L = 2, p = 2 vocab_parallel untied fp32, rank 0 rows [0, 32):
   // E, O, dE, dO 4 x 32 x 8 x 4 = 4096; body 2 x (64 + 8) x 4 x 2 = 1152; activations
   // (2 L + 1) x 16 x 8 x 4 = 2560; logits 16 x 32 x 4 = 2048; projection-input gradient
-  // 16 x 8 x 4 = 512; the cross-entropy's row max, target logit and sum of exps 3 x 16 x 4 = 192.
-  // Peak 10560 B requested (10368 before those three were blocks of the arena).
+  // 16 x 8 x 4 = 512; the cross-entropy's row max, target logit and sum of exps 3 x 16 x 4 = 192;
+  // the batch's token ids and targets 2 x 16 x 8 = 256 (int64, blocks of the arena too).
+  // Peak 10816 B requested (10560 before the ids were blocks of the arena, 10368 before the
+  // cross-entropy's three vectors were).
   const LmRunResult r = run_lm(spec_of({LmSharding::vocab_parallel, false, false, 2}));
-  EXPECT_EQ(r.ranks[0].peak_requested, 10560);
+  EXPECT_EQ(r.ranks[0].peak_requested, 10816);
   // allocated: every block rounded to 512 B: E, O, dE, dO 1024 each; 4 body 256 B weights and
-  // 4 32 B biases -> 8 x 512; activations 2560; logits 2048; gradient 512; 3 x 512
-  EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512 + 3 * 512);
+  // 4 32 B biases -> 8 x 512; activations 2560; logits 2048; gradient 512; 3 x 512; ids 2 x 512
+  EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512 + 3 * 512 + 2 * 512);
 }
 
 TEST(LmMemory, AdamAddsTwoMomentsOfEveryParameter) {
@@ -125,7 +131,7 @@ TEST(LmMemory, AdamAddsTwoMomentsOfEveryParameter) {
   const auto est = estimate_lm_memory(s);
   EXPECT_EQ(est[0].optimizer_state_bytes, 5248);
   const LmRunResult r = run_lm(s);
-  EXPECT_EQ(r.ranks[0].peak_requested, 10560 + 5248);
+  EXPECT_EQ(r.ranks[0].peak_requested, 10816 + 5248);
   EXPECT_EQ(r.ranks[0].peak_requested, est[0].total() - lookup_term(s));
 }
 
@@ -164,15 +170,15 @@ TEST(LmMemory, SessionHoldsCountersSnapshotsAndHistory) {
 TEST(LmMemory, TheBf16ReadCopyIsTwoBytesAnElement) {
   // The case above in bf16: the logits read a rounded copy of O, rank 0's 32 rows x 8 x 2 B =
   // 512 B (one 512 B block), alive with the logits, and the fp32 tile the GEMMs convert it into,
-  // 32 x 8 x 4 = 1,024 B: 10560 + 512 + 1024 requested at the peak. (An fp32-sized copy, 1024 B,
-  // would make it 11584 without the tile.)
+  // 32 x 8 x 4 = 1,024 B: 10816 + 512 + 1024 requested at the peak. (An fp32-sized copy, 1024 B,
+  // would make it 11840 without the tile.)
   LmWorkloadSpec s = spec_of({LmSharding::vocab_parallel, false, false, 2});
   s.data_type = LmDataType::bf16;
   const auto est = estimate_lm_memory(s);
   EXPECT_EQ(est[0].read_copy_bytes, 32 * 8 * 2);
   const LmRunResult r = run_lm(s);
-  EXPECT_EQ(r.ranks[0].peak_requested, 10560 + 512 + 1024);
-  EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512 + 3 * 512 + 512 + 1024);
+  EXPECT_EQ(r.ranks[0].peak_requested, 10816 + 512 + 1024);
+  EXPECT_EQ(r.ranks[0].peak_allocated, 4 * 1024 + 8 * 512 + 2560 + 2048 + 512 + 3 * 512 + 2 * 512 + 512 + 1024);
   EXPECT_EQ(r.ranks[0].peak_allocated, est[0].peak_allocated_bytes);
 }
 

@@ -65,14 +65,14 @@ TEST(LmStudyJson, SaysTheModelAndTheDeviceMemoryOfAProfileFile) {
   EXPECT_EQ(one.at("gpus"), 1);
   // judged on the peak reserved: the logits 64 x 8,000 x 4 = 2,048,000 B, a request between 1 and
   // 10 MiB, take a 20 MiB segment (PyTorch's large-buffer rule), the rest a 2 MiB small one:
-  // 23,068,672 B = 22.0 MiB reserved, 3,092,992 B allocated (the cross-entropy's three vectors of
-  // 64 floats in the arena: 3 x 512 B blocks)
+  // 23,068,672 B = 22.0 MiB reserved, 3,094,016 B allocated (the cross-entropy's three vectors of
+  // 64 floats and the 64 token ids and targets in the arena: 5 x 512 B blocks)
   EXPECT_EQ(one.at("error").get<std::string>().rfind("does not fit: rank 0 needs 22.0 MiB", 0), 0u) << one;
-  EXPECT_EQ(one.at("memory_bytes_per_gpu"), 3092992);
+  EXPECT_EQ(one.at("memory_bytes_per_gpu"), 3094016);
   EXPECT_EQ(one.at("memory_reserved_bytes_per_gpu"), 23068672);
   EXPECT_EQ(one.at("device_memory_bytes"), 3000000);
   EXPECT_FALSE(four.contains("error")) << four;
-  EXPECT_EQ(four.at("memory_bytes_per_gpu"), 788992);
+  EXPECT_EQ(four.at("memory_bytes_per_gpu"), 790016);
   EXPECT_EQ(four.at("memory_reserved_bytes_per_gpu"), 2097152);  // one small segment
   EXPECT_EQ(four.at("device_memory_bytes"), 3000000);
   // read back, and a file written before these keys still read (0 / "")
@@ -81,7 +81,7 @@ TEST(LmStudyJson, SaysTheModelAndTheDeviceMemoryOfAProfileFile) {
   EXPECT_EQ(st.hidden_size, 16);
   EXPECT_EQ(st.device_name, "Small GPU");
   EXPECT_EQ(st.device_memory_bytes, 3000000);
-  EXPECT_EQ(st.points.at(0).memory_bytes_per_gpu, 3092992);
+  EXPECT_EQ(st.points.at(0).memory_bytes_per_gpu, 3094016);
   EXPECT_EQ(st.points.at(0).memory_reserved_bytes_per_gpu, 23068672);
   EXPECT_EQ(st.points.at(0).device_memory_bytes, 3000000);
   EXPECT_EQ(st.points.at(1).device_memory_bytes, 3000000);
@@ -98,7 +98,7 @@ TEST(LmStudyJson, SaysTheModelAndTheDeviceMemoryOfAProfileFile) {
   EXPECT_EQ(before.device_name, "");
   EXPECT_EQ(before.device_memory_bytes, 0);
   EXPECT_EQ(before.points.at(0).memory_bytes_per_gpu, 0);
-  EXPECT_EQ(before.points.at(1).memory_bytes_per_gpu, 788992);
+  EXPECT_EQ(before.points.at(1).memory_bytes_per_gpu, 790016);
   EXPECT_EQ(before.points.at(1).memory_reserved_bytes_per_gpu, 0);
   // a mistyped new key is named
   json bad = s;

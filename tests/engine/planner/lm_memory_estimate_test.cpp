@@ -29,9 +29,26 @@ TEST(LmMemoryEstimate, TheHeaderExample) {
   EXPECT_EQ(est[0].body_bytes, 160);
   EXPECT_EQ(est[0].logits_bytes, 120);
   // 288 (body) + 96 (partial sum) + 96 (projection input's gradient) + 72 (cross-entropy: 3 x 6
-  // x 4) + 96 (embedding output's gradient) + 96 (the pre-activation's)
-  EXPECT_EQ(est[0].activation_bytes, 744);
-  EXPECT_EQ(est[0].total(), 1344);
+  // x 4) + 96 (embedding output's gradient) + 96 (the pre-activation's) + 96 (the token ids and
+  // targets, 2 x 6 int64, blocks of the arena like the rest; 744 and 1,344 without them)
+  EXPECT_EQ(est[0].activation_bytes, 840);
+  EXPECT_EQ(est[0].total(), 1440);
+}
+
+// row_wise on 1 rank (every id its own): the ids it sends, receives and gathers are arena blocks
+// too. Activations: 288 (body) + 192 (rows received and returned, 2 T H 4) + 96 (the gathered
+// hidden states, p T H 4) + 96 (projection input's gradient) + 192 (the embedding output and the
+// body output's gradient, buffers of their own) + 72 (cross-entropy) + 96 + 96 (the embedding
+// output's and the pre-activation's gradients) = 1,128, + the ids: inputs and targets 2 x 6, each
+// id's batch position and the ids sent 2 x 6, the 6 ids received, every rank's 6 targets: 36 x 8 =
+// 288 B: 1,416.
+TEST(LmMemoryEstimate, RowWiseTokenIdsAreCounted) {
+  LmWorkloadSpec s = tiny();
+  s.world_size = 1;
+  s.sharding = LmSharding::row_wise;
+  const auto est = estimate_lm_memory(s);
+  ASSERT_EQ(est.size(), 1u);
+  EXPECT_EQ(est[0].activation_bytes, 1416);
 }
 
 TEST(LmMemoryEstimate, VocabTermsScaleWithOneOverP) {
@@ -53,8 +70,9 @@ TEST(LmMemoryEstimate, VocabTermsScaleWithOneOverP) {
   const LmMemoryEstimate sp = estimate_lm_memory(s)[0];
   // (2 L + 1) Tl H 4 with Tl = 512 / 4, + the partial sum, the gathered input and its gradient (512 H 4 each),
   // the reduce-scatters' outputs (embedding output, body output's gradient), the embedding output's and
-  // the pre-activation's gradients (Tl H 4 each), the cross-entropy's 3 x 512 floats
-  EXPECT_EQ(sp.activation_bytes, (3 * 128 + 3 * 512 + 4 * 128) * 128 * 4 + 3 * 512 * 4);
+  // the pre-activation's gradients (Tl H 4 each), the cross-entropy's 3 x 512 floats, the
+  // batch's 512 token ids and 512 targets (int64)
+  EXPECT_EQ(sp.activation_bytes, (3 * 128 + 3 * 512 + 4 * 128) * 128 * 4 + 3 * 512 * 4 + 2 * 512 * 8);
   // data_parallel keeps the whole vocabulary on every rank
   s.sequence_parallel = false;
   s.sharding = LmSharding::data_parallel;

@@ -1,5 +1,5 @@
 // lm44 (tester43 F2, F5, F23): an lm_embedding session in the Summary's plan table (planned memory
-// = the LM estimate, bytes in / out of each rank's lookups) and in the load view's row histogram
+// = the LM estimate, each rank's bytes sent and received by its collectives) and in the load view's row histogram
 // (each token counted once under vocab_parallel); the workload designer and LM workloads (a clear
 // refusal, the Preset box showing where the workload came from).
 #include <gtest/gtest.h>
@@ -79,17 +79,39 @@ TEST(Lm44Summary, PlannedMemoryOfAnLmSessionIsTheLmEstimate) {
   }
 }
 
-TEST(Lm44Summary, BytesInAndOutOfAnLmRankAreItsIdsTimesEightAndTimesARow) {
+// tester62a F9: an lm_embedding rank's bytes columns are its collectives' bytes sent and received
+// (every rank all-reduces the whole [T x H] partial sum under vocab_parallel), not its lookups'
+// ids x 8 and rows x H x 4, which gave the Zipf-hot rank 0 a spread the wire does not have.
+// Hand: per step the embedding's all-reduce and the projection input gradient's, each of
+// T x H x 4 = 32 x 16 x 4 = 2,048 B, a ring sending 2 (p - 1) / p of it = 3,072 B, and the
+// cross-entropy's 3 all-reduces of T x 4 = 128 B, 2 x 3/4 x 128 = 192 B each: 6,720 B a step,
+// 13,440 B over the 2 steps, received as much (a ring all-reduce), the same on every rank.
+TEST(Lm44Summary, BytesOfAnLmRankAreItsCollectivesSentAndReceived) {
   const sessions::SessionReader r(lm44_session());
-  ShardingPlanModel m(r, sessions::analyze(r));
+  const sessions::RunStats st = sessions::analyze(r);
+  ShardingPlanModel m(r, st);
+  ASSERT_EQ(m.ranks().size(), 4u);
   int64_t ids = 0;
   for (const auto& row : m.ranks()) {
     ids += row.ids;
-    EXPECT_EQ(row.bytes_in, row.ids * 8) << "rank " << row.rank;       // int64 ids
-    EXPECT_EQ(row.bytes_out, row.ids * 16 * 4) << "rank " << row.rank; // fp32 rows of H 16
+    EXPECT_EQ(row.bytes_out, 13'440) << "rank " << row.rank;
+    EXPECT_EQ(row.bytes_in, 13'440) << "rank " << row.rank;
+    const auto& rs = st.ranks[static_cast<size_t>(row.rank)];  // stats' figures (`stats --json` ranks[])
+    EXPECT_EQ(row.bytes_out, rs.bytes_sent);
+    EXPECT_EQ(row.bytes_in, rs.bytes_received);
+    EXPECT_EQ(m.data(m.index(row.rank, ShardingPlanModel::BytesOut), Qt::UserRole).toLongLong(), 13'440);
+    EXPECT_EQ(m.data(m.index(row.rank, ShardingPlanModel::BytesOut)).toString().toStdString(), "13.1 KiB (6.6 KiB a step)");
+    // the rank's one shard row: no bytes of its own (the rank's are its collectives')
+    const QModelIndex rank_index = m.index(row.rank, 0);
+    ASSERT_EQ(m.rowCount(rank_index), 1);
+    EXPECT_EQ(m.data(m.index(0, ShardingPlanModel::BytesIn, rank_index)).toString(), "");
   }
   EXPECT_EQ(ids, 2 * 32);  // vocab_parallel: each token looked up by the one rank holding its row
-  EXPECT_GT(m.ranks()[0].bytes_out, 0);  // rank 0 holds the Zipf-hot rows
+  EXPECT_EQ(m.headerData(ShardingPlanModel::BytesIn, Qt::Horizontal).toString(), "bytes received");
+  EXPECT_EQ(m.headerData(ShardingPlanModel::BytesOut, Qt::Horizontal).toString(), "bytes sent");
+  EXPECT_TRUE(m.headerData(ShardingPlanModel::BytesOut, Qt::Horizontal, Qt::ToolTipRole)
+                  .toString()
+                  .contains("whole [tokens x hidden] partial sum"));
 }
 
 // (Lm44Summary.AnLmPeakAboveItsEstimateSaysTheAllocatorRoundsLargeBlocks, the red line of an LM

@@ -95,8 +95,9 @@ struct ProgramOp;
 /// of E, O and the body), "logits" (the [Tc x rows] slice, exp and
 /// gradient in place), "activations" (the body's inputs and tanh outputs [Tl x H], the lookup's
 /// partial sum or row_wise's rows sent and received, the gathered hidden states, the gradient
-/// of the projection's input [Tc x H]) and "comm_buffer" (the flattened body gradients of
-/// body/grad_all_reduce). The parameters live for the rank's lifetime; the others from the op
+/// of the projection's input [Tc x H]), "token_ids" (the batch's int64 inputs and targets [T];
+/// row_wise also the ids sent and received, the batch position of each id sent and the gathered
+/// targets [p T]) and "comm_buffer" (the flattened body gradients of body/grad_all_reduce). The parameters live for the rank's lifetime; the others from the op
 /// that makes them to the last op that reads them (the lookup's partial sum is freed before the
 /// logits exist; the logits, the read copy, the gathered states and the projection input's
 /// gradient after the projection's gradient collective; the body's activations at end_step).
@@ -169,7 +170,7 @@ class LmRank {
   void op_embedding_backward();
   void op_grad_all_reduce();
   void op_optimizer();
-  void count_ids(const std::vector<int64_t>& ids);
+  void count_ids(const int64_t* ids, size_t n);  // the step's ids_looked_up and unique_rows
   /// A buffer of `n` zeros in the arena under `tag` (host memory without an arena).
   DeviceBuffer<float> buffer(const char* tag, size_t n);
   static std::vector<float> copy(const DeviceBuffer<float>& b) { return {b.data(), b.data() + b.size()}; }

@@ -42,7 +42,9 @@ struct LmMemoryEstimate {
   /// embedding output and the body output's gradient where they are buffers of their own
   /// (row_wise 2 [T x H], sequence_parallel 2 [Tl x H]), the cross-entropy's row max, target
   /// logit and sum of exps (3 [Tc]), the embedding output's gradient [Tl x H] and the body's
-  /// pre-activation gradient [Tl x H] (L > 0).
+  /// pre-activation gradient [Tl x H] (L > 0), and the token ids, int64: the batch's inputs and
+  /// targets 2 [T] (row_wise also each id's batch position and the ids sent, 2 [T], the ids
+  /// received, the most of the replayed steps, and every rank's targets [p T]).
   int64_t activation_bytes = 0;
   /// The replay's peak allocated bytes over the rank's steps (lm_memory_replay below): the
   /// estimate of the run's `peak allocated` (memory_counters.peak_allocated, LmRankResult).
@@ -65,7 +67,7 @@ struct LmMemoryEstimate {
 /// rank 0 rows [0, 5): table 80, output projection 80, gradients 160, body 160, logits
 /// 6 x 5 x 4 = 120, activations (2 + 1) x 6 x 4 x 4 + 96 (partial sum) + 96 (gradient of the
 /// projection's input) + 3 x 6 x 4 (cross-entropy) + 96 (embedding output's gradient) + 96 (the
-/// pre-activation's) = 744; total 1344.
+/// pre-activation's) + 2 x 6 x 8 (the token ids) = 840; total 1440.
 /// The three peak_* fields come from lm_memory_replay(spec, rank).
 std::vector<LmMemoryEstimate> estimate_lm_memory(const LmWorkloadSpec& spec);
 
@@ -77,7 +79,11 @@ struct LmReplayedMemory {
 /// Replays rank `rank`'s buffers through a caching allocator (bookkeeping only; AllocatorReplay,
 /// planner/memory_replay.h) in the order the threaded executor's LmRank takes and gives them
 /// back: its parameters (E, dE, then O, dO untied; per body layer W, b, dW, db; adam's moments of
-/// each), then each step's program (program/lm_program.h) op by op: the lookup's partial sum
+/// each), then each step's program (program/lm_program.h) op by op: the batch's token ids and
+/// targets [T] int64 (input; to the step's end), row_wise's batch position of each id and the ids
+/// sent [T] (bucketize), the ids received (input_dist, which gives back the ids sent; to the
+/// step's end) and every rank's targets [p T] (with the gathered hidden states, freed with
+/// them), the lookup's partial sum
 /// [T x H] (row_wise: the rows of the ids received, then the rows returned [T x H] and the
 /// embedding output in batch order [T x H], the first two freed in output_dist;
 /// sequence_parallel: the embedding output [Tl x H] the reduce-scatter fills; elsewhere the
@@ -92,8 +98,9 @@ struct LmReplayedMemory {
 /// gradient's buffers (row_wise: [T x H] sent and the rows received; sequence_parallel: the
 /// gathered [T x H]; freed with the embedding output's gradient in embedding_backward), the
 /// flattened body gradients of body/grad_all_reduce (p > 1 where the body's gradients differ by
-/// rank), the activations at the step's end. Every per-step float vector of the run is such a
-/// block (model/lm_batch.h); the token ids (int64) are not in the arena. row_wise's ids received per step are counted from the step's tokens
+/// rank), the activations and the ids at the step's end. Every per-step vector of the run,
+/// float or int64 id, is such a block (model/lm_batch.h); only row_wise's splits (p counts) are
+/// not. row_wise's ids received per step are counted from the step's tokens
 /// (lm_sequence_tokens, as the run draws them); the first min(steps, 8) steps are replayed
 /// (later steps repeat the same buffers; row_wise's only with other id counts, whose buffers
 /// are freed before the logits exist). bf16 / fp16: the read copy, and the fp32 tile the
@@ -104,10 +111,10 @@ struct LmReplayedMemory {
 /// Example (tests/engine/planner/lm_memory_replay_test.cpp): V = 10, H = 4, S = 6, B = 1,
 /// p = 2, vocab_parallel, untied, fp32, 1 body layer (estimate_lm_memory's example): every
 /// buffer is under 512 B, so each takes one 512 B block; at the peak (output_projection/
-/// backward) 4 parameter buffers + 4 body buffers + activations, logits, the cross-entropy's
-/// three vectors and the projection input's gradient are alive: 14 x 512 = 7,168 B allocated,
-/// 1 small segment of 2 MiB reserved, 480 + 288 + 120 + 72 + 96 = 1,056 B requested (as in
-/// body_backward: 480 + 288 + 3 x 96).
+/// backward) 4 parameter buffers + 4 body buffers + the token ids and targets, activations,
+/// logits, the cross-entropy's three vectors and the projection input's gradient are alive:
+/// 16 x 512 = 8,192 B allocated, 1 small segment of 2 MiB reserved, 480 + 96 + 288 + 120 + 72 +
+/// 96 = 1,152 B requested (as in body_backward: 480 + 96 + 288 + 3 x 96).
 LmReplayedMemory lm_memory_replay(const LmWorkloadSpec& spec, int rank);
 
 /// row_wise: for each step the replay goes over (the first min(steps, 8)), the ids of the step's
