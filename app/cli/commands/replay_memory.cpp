@@ -161,7 +161,8 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     // verdict compares (as the workbench's Replay panel does).
     int64_t peak_reserved = 0;
     size_t at_peak = 0;
-    const auto points = ss::torch_snapshot::walk_timeline(snap, d, 0).points;
+    const auto walk = ss::torch_snapshot::walk_timeline(snap, d, 0);
+    const auto& points = walk.points;
     for (size_t i = 0; i < points.size(); ++i)
       if (points[i].reserved > peak_reserved) peak_reserved = points[i].reserved, at_peak = i;
     // a segment is reserved for the alloc that follows it (the replay sees both as one action):
@@ -181,7 +182,9 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     // had, as the workbench's Replay panel offers them (tester63c F6: unlimited here, the peak
     // there, gave two figures for one file; at unlimited a recorded garbage_collection_threshold
     // never collects and the allocator never releases its cache before a retry)
-    const bool assumed = capacity <= 0 && known <= 0 && peak_reserved > 0;
+    // (a trace that starts mid-way keeps unlimited: its blocks before the first entry are placed
+    // in address order, not as they were, and may need more than the recording held)
+    const bool assumed = capacity <= 0 && known <= 0 && peak_reserved > 0 && walk.starts_empty;
     const int64_t cap = capacity > 0 ? capacity : known > 0 ? known : assumed ? peak_reserved : es::kMaxMemoryBytes;
     std::vector<es::AllocatorConfig> settings{es::recorded_config(snap, cap)};
     for (const auto& c : parse_settings(allocators, max_split, gc, cap)) settings.push_back(c);
