@@ -42,7 +42,7 @@ class BlockAllocator final : public DeviceAllocator {
   // and a request no cached block serves first garbage-collects (garbage_collect_cached_blocks).
   Allocation allocate_on(int64_t bytes, const std::string& tag, int64_t stream) override {
     if (bytes <= 0) throw std::invalid_argument(fmt::format("allocate: {} bytes for {}", bytes, tag));
-    const int64_t size = round_size(bytes);
+    const int64_t size = round_size(bytes, config_.roundup_power2_divisions);
     const bool small = size <= kSmallSize;
     if (config_.garbage_collection_threshold > 0) ++free_block_calls_[small ? 1 : 0];  // get_free_block's count
     int64_t at = find_free(small, stream, size);

@@ -3,6 +3,7 @@
 #include "allocator_oom.h"
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <set>
 
@@ -28,6 +29,24 @@ const char* to_string(AllocatorEvent::Kind k) {
 int64_t round_size(int64_t bytes) {
   if (bytes < kMinBlockSize) return kMinBlockSize;
   return (bytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+int64_t round_size(int64_t bytes, const std::vector<int64_t>& divisions) {
+  if (bytes < kMinBlockSize || divisions.empty()) return round_size(bytes);
+  const auto u = static_cast<uint64_t>(bytes);
+  const int log_size = 63 - std::countl_zero(u);
+  constexpr int kIntervalStart = 20;  // 1 MiB
+  const size_t index = std::min<size_t>(log_size > kIntervalStart ? static_cast<size_t>(log_size - kIntervalStart) : 0,
+                                        divisions.size() - 1);
+  const int64_t d = divisions[index];
+  if (d <= 1 || bytes <= kMinBlockSize * d) return round_size(bytes);
+  // roundup_power2_next_division
+  if (std::has_single_bit(u)) return bytes;
+  const uint64_t floor = std::bit_floor(u);
+  const uint64_t step = floor >> (63 - std::countl_zero(static_cast<uint64_t>(d)));
+  if (step == 0) return static_cast<int64_t>(floor << 1);
+  const uint64_t down = u & ~(step - 1);
+  return static_cast<int64_t>(down == u ? u : down + step);
 }
 
 int64_t segment_size_for(int64_t rounded) {

@@ -85,6 +85,9 @@ std::string DeviceArena::describe(const Logged& l, int64_t entry) const {
                                                            : "freeing a block";
   std::string text;
   for (const auto& p : parts) text += (text.empty() ? "" : ", ") + p;
+  // "OOM at " + this: with neither step nor op, "the request of 832.0 KiB outside any op", not
+  // "OOM at asking 832.0 KiB outside any op" (tester63c F10)
+  if (parts.empty() && kind == MemoryAction::Kind::alloc) what = "the request of " + sessions::format_bytes(l.size);
   text += parts.empty() ? what + " outside any op" : ", " + what;
   return fmt::format("{} (action {} of rank {}'s log)", text, entry, rank_);
 }

@@ -117,13 +117,19 @@ std::string setting_label(const AllocatorConfig& c) {
   std::string l = to_string(c.kind);
   if (c.max_split_size > 0) l += ", max_split_size " + format_bytes(c.max_split_size);
   if (c.garbage_collection_threshold > 0) l += fmt::format(", garbage_collection_threshold {:g}", c.garbage_collection_threshold);
+  std::string divisions;  // as PYTORCH_CUDA_ALLOC_CONF writes them: interval start (MiB) : divisions
+  for (size_t i = 0; i < c.roundup_power2_divisions.size(); ++i)
+    if (c.roundup_power2_divisions[i] > 1)
+      divisions += fmt::format("{}{}:{}", divisions.empty() ? "" : ",", int64_t{1} << i, c.roundup_power2_divisions[i]);
+  if (!divisions.empty()) l += ", roundup_power2_divisions [" + divisions + "]";
   return l;
 }
 
 namespace {
 bool same_setting(const AllocatorConfig& a, const AllocatorConfig& b) {
   return a.kind == b.kind && a.max_split_size == b.max_split_size &&
-         a.garbage_collection_threshold == b.garbage_collection_threshold;
+         a.garbage_collection_threshold == b.garbage_collection_threshold &&
+         a.roundup_power2_divisions == b.roundup_power2_divisions;
 }
 // a setting as the advice names it: direct is no PyTorch allocator of its own name
 std::string advice_label(const ReplayResult& r) {
@@ -201,23 +207,34 @@ std::string advice_from_replays(const AllocatorConfig& failed, const std::vector
       a += fmt::format("; a capacity of {} would have sufficed ({} reserves at most that for them)",
                        format_bytes(sufficient_capacity), sufficient_label);
   }
-  if (!other_advice.empty()) a += fmt::format("; with {} itself: {}", advice_label(failed_row), other_advice);
+  if (!other_advice.empty()) {
+    // "with caching and max_split_size 20.0 MiB itself", not "with caching with ... itself" (tester63c F10)
+    std::string own = advice_label(failed_row);
+    if (own.rfind("caching with ", 0) == 0) own = "caching and " + own.substr(13);
+    a += fmt::format("; with {} itself: {}", own, other_advice);
+  }
   return a;
 }
 
 void advise_from_replays(std::vector<ReplayResult>& rows, const std::string& what,
                          const std::function<ReplayResult(const AllocatorConfig&)>& replay_unlimited,
-                         const std::function<std::string(int64_t)>& where) {
-  bool any_oom = false, any_ok = false;
-  for (const auto& r : rows) {
-    any_oom = any_oom || r.oom;
-    any_ok = any_ok || r.verdict() == "ok";
-  }
+                         const std::function<std::string(int64_t)>& where,
+                         const std::vector<AllocatorConfig>& candidates) {
+  bool any_oom = false;
+  for (const auto& r : rows) any_oom = any_oom || r.oom;
   if (!any_oom) return;
+  // the rows, and each candidate setting no row has, replayed at its own capacity
+  std::vector<ReplayResult> all = rows;
+  if (replay_unlimited)
+    for (const auto& c : candidates)
+      if (std::none_of(all.begin(), all.end(), [&](const ReplayResult& r) { return same_setting(r.config, c); }))
+        all.push_back(replay_unlimited(c));
+  bool any_ok = false;
+  for (const auto& r : all) any_ok = any_ok || r.verdict() == "ok";
   int64_t sufficient = 0;
   std::string sufficient_label;
   if (!any_ok && replay_unlimited) {
-    for (const auto& r : rows) {
+    for (const auto& r : all) {
       AllocatorConfig c = r.config;
       c.capacity_bytes = kMaxMemoryBytes;
       const ReplayResult u = replay_unlimited(c);
@@ -227,7 +244,7 @@ void advise_from_replays(std::vector<ReplayResult>& rows, const std::string& wha
   }
   for (auto& r : rows) {
     if (!r.oom) continue;
-    r.oom_advice = advice_from_replays(r.config, rows, what, sufficient, sufficient_label, r.oom_other_advice, where);
+    r.oom_advice = advice_from_replays(r.config, all, what, sufficient, sufficient_label, r.oom_other_advice, where);
     r.oom_message = r.oom_explanation + " Advice: " + r.oom_advice + r.oom_note;
   }
 }
@@ -277,6 +294,9 @@ ReplayResult replay_pass(const std::vector<MemoryAction>& actions, const std::ve
     r.oom_other_advice = e.other_advice;
     r.pending_bytes_at_oom = pending_bytes;
     const MemoryStats st = alloc->stats();
+    r.fragmentation_at_oom = st.external_fragmentation;
+    r.memviz_at_oom = st.memviz_fragmentation;
+    r.largest_free_at_oom = st.largest_free_block;
     const int64_t rounded = round_size(bytes);
     if (pending_bytes > 0 && st.capacity - st.allocated < rounded && st.capacity - st.allocated + pending_bytes >= rounded) {
       r.oom_pending = true;
@@ -288,6 +308,35 @@ ReplayResult replay_pass(const std::vector<MemoryAction>& actions, const std::ve
       r.oom_note = fmt::format(" ({} were pending in blocks whose free had not completed)", format_bytes(pending_bytes));
     }
     r.oom_message = std::string(e.what()) + r.oom_note;
+  };
+  // PyTorch's malloc (c10/cuda/CUDACachingAllocator.cpp): when a new segment fails even after
+  // release_available_cached_blocks, release_cached_blocks first waits for the events of blocks
+  // freed on other streams ("synchronize_and_free_events(context)": "First ensure that all blocks
+  // that can't currently be allocated due to outstanding events are returned to the pool"), then
+  // releases every whole free segment (release_blocks) and tries a new segment once more. So a
+  // pending free (record_stream) delays an allocation, it does not make it fail: the pending blocks
+  // are freed here (in id order), the cache released, and the request tried again. Their later
+  // free_completed entries are then no-ops (`synchronized`).
+  std::unordered_set<int64_t> synchronized;
+  auto allocate = [&](int64_t bytes, const std::string& tag, int64_t stream) -> Allocation {
+    try {
+      return alloc->allocate_on(bytes, tag, stream);
+    } catch (const DeviceOutOfMemory&) {
+      if (pending_bytes == 0) throw;
+      std::vector<int64_t> ids;
+      for (const auto& [id, l] : live)
+        if (l.pending) ids.push_back(id);
+      std::sort(ids.begin(), ids.end());
+      for (const int64_t id : ids) {
+        alloc->free(live[id].a);
+        live.erase(id);
+        synchronized.insert(id);
+      }
+      pending_bytes = 0;
+      ++r.synchronized_waits;
+      alloc->empty_cache();
+      return alloc->allocate_on(bytes, tag, stream);
+    }
   };
   auto after = [&]() {
     const int64_t reserved = alloc->reserved_bytes();
@@ -329,7 +378,7 @@ ReplayResult replay_pass(const std::vector<MemoryAction>& actions, const std::ve
           break;
         }
         try {
-          live[a.id] = {alloc->allocate_on(a.size, a.tag.empty() ? "unknown" : a.tag, a.stream), false};
+          live[a.id] = {allocate(a.size, a.tag.empty() ? "unknown" : a.tag, a.stream), false};
           requested += a.size;
         } catch (const DeviceOutOfMemory& e) {
           on_oom(e, where(i), a.size);
@@ -338,6 +387,8 @@ ReplayResult replay_pass(const std::vector<MemoryAction>& actions, const std::ve
       case MemoryAction::Kind::free:
       case MemoryAction::Kind::free_requested:
       case MemoryAction::Kind::free_completed:
+        if (it == live.end() && a.kind != MemoryAction::Kind::free_requested && synchronized.erase(a.id) > 0)
+          break;  // freed when the allocator waited for its event before an OOM (above)
         if (it == live.end()) {
           if (!lenient)
             throw SpecError(fmt::format("{}: /actions/{}/id: free of id {}, which is not allocated", origin, i, a.id));

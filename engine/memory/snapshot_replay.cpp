@@ -1,6 +1,7 @@
 #include "embedscope/engine/memory/snapshot_replay.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cmath>
 
@@ -31,6 +32,9 @@ std::vector<MemoryAction> snapshot_actions(const ts::MemorySnapshotFile& snap, i
   // settings' rows must not release the cache there either).
   const double gc = snap.settings.garbage_collection_threshold;
   const bool collects = gc > 0 && gc < 1 && !snap.settings.expandable_segments;
+  const auto has_frames = [&](int32_t stack) {
+    return stack >= 0 && static_cast<size_t>(stack) < snap.stacks.size() && !snap.stacks[static_cast<size_t>(stack)].empty();
+  };
   for (size_t i = 0; i < trace.size(); ++i) {
     const ts::TraceEntry& e = trace[i];
     MemoryAction a;
@@ -39,11 +43,26 @@ std::vector<MemoryAction> snapshot_actions(const ts::MemorySnapshotFile& snap, i
     a.entry = static_cast<int64_t>(i);
     const bool release = e.action == ts::TraceAction::segment_free || e.action == ts::TraceAction::segment_unmap;
     if (release && releasing) continue;  // one empty_cache per run of releases
-    if (release && collects) {
+    if (release) {
       size_t j = i;
-      while (j < trace.size() && trace[j].action == ts::TraceAction::segment_free) ++j;
-      if (j < trace.size() && trace[j].action == ts::TraceAction::segment_alloc) {
-        i = j - 1;  // the collection's releases: the model's own
+      bool same_stack = true;
+      while (j < trace.size() && (trace[j].action == ts::TraceAction::segment_free ||
+                                  trace[j].action == ts::TraceAction::segment_unmap)) {
+        same_stack = same_stack && trace[j].stack == e.stack;
+        ++j;
+      }
+      const bool grows = j < trace.size() && (trace[j].action == ts::TraceAction::segment_alloc ||
+                                              trace[j].action == ts::TraceAction::segment_map);
+      // the allocator's own release inside one malloc: PyTorch records it with that malloc's context,
+      // the stack of the segment_alloc / segment_map that follows (release_available_cached_blocks
+      // and release_cached_blocks, or unmap_block, then alloc_block / map_block: one `context`)
+      const bool own_release = grows && same_stack && trace[j].stack == e.stack && has_frames(e.stack);
+      const bool collection = grows && collects && trace[j].action == ts::TraceAction::segment_alloc &&
+                              std::all_of(trace.begin() + static_cast<std::ptrdiff_t>(i),
+                                          trace.begin() + static_cast<std::ptrdiff_t>(j),
+                                          [](const ts::TraceEntry& x) { return x.action == ts::TraceAction::segment_free; });
+      if (own_release || collection) {
+        i = j - 1;  // the allocator's releases: the model's own when it runs out of room (or collects)
         releasing = false;
         continue;
       }
@@ -87,6 +106,30 @@ std::vector<MemoryAction> snapshot_actions(const ts::MemorySnapshotFile& snap, i
   return out;
 }
 
+std::vector<int64_t> recorded_roundup_divisions(const ts::AllocatorSettings& s) {
+  // PyTorch's memory snapshot writes a dict keyed by each interval's start in MiB ("1", "2", "4",
+  // ... "32768"); a list (older writers) is indexed by interval, from "0"
+  const bool listed = std::any_of(s.roundup_power2_divisions.begin(), s.roundup_power2_divisions.end(),
+                                  [](const auto& kv) { return kv.first == "0"; });
+  std::vector<int64_t> out;
+  for (const auto& [key, divisions] : s.roundup_power2_divisions) {
+    uint64_t k = 0;
+    try {
+      k = std::stoull(key);
+    } catch (const std::exception&) {
+      continue;  // not an interval
+    }
+    if (!listed && !std::has_single_bit(k)) continue;
+    const size_t index = listed ? static_cast<size_t>(k) : static_cast<size_t>(std::countr_zero(k));
+    if (index >= 16) continue;  // PyTorch's kRoundUpPowerOfTwoIntervals
+    if (out.size() <= index) out.resize(index + 1, 0);
+    out[index] = divisions;
+  }
+  if (std::none_of(out.begin(), out.end(), [](int64_t d) { return d > 1; })) return {};
+  out.resize(16, 0);
+  return out;
+}
+
 AllocatorConfig recorded_config(const ts::MemorySnapshotFile& snap, int64_t capacity) {
   AllocatorConfig c;
   c.kind = snap.settings.expandable_segments ? AllocatorKind::expandable : AllocatorKind::caching;
@@ -97,6 +140,7 @@ AllocatorConfig recorded_config(const ts::MemorySnapshotFile& snap, int64_t capa
   // allocator's segments: an expandable range never has a whole free segment to release
   const double gc = snap.settings.garbage_collection_threshold;
   if (gc > 0 && gc < 1 && c.kind == AllocatorKind::caching) c.garbage_collection_threshold = gc;
+  c.roundup_power2_divisions = recorded_roundup_divisions(snap.settings);
   return c;
 }
 
@@ -159,6 +203,15 @@ ReplayVerdict recorded_replay_verdict(const ReplayResult& own, const std::string
                                           own.oom_action, format_bytes(own.config.capacity_bytes),
                                           format_bytes(rec.peak_reserved)));
       oom_said = true;
+    } else if (own.peak_reserved != rec.peak_reserved && rec.capacity_assumed &&
+               own.config.garbage_collection_threshold > 0) {
+      // tester63c F6: the threshold is a fraction of the device's memory, which was not recorded
+      v.differences.push_back(fmt::format(
+          "the replay reserved a different peak ({} vs {}): the recorded garbage_collection_threshold {:g} collects "
+          "once reserved bytes pass {:g} x the device's capacity, which the snapshot does not record (no OOM): the "
+          "replay assumed {} (the recorded peak reserved); give the device's memory as the capacity",
+          format_bytes(own.peak_reserved), format_bytes(rec.peak_reserved), own.config.garbage_collection_threshold,
+          own.config.garbage_collection_threshold, format_bytes(own.config.capacity_bytes)));
     } else if (own.peak_reserved != rec.peak_reserved) {
       v.differences.push_back(fmt::format("the replay reserved a different peak ({} vs {}): the replay's allocator model "
                                           "(PyTorch's rounding and segment rules) placed the blocks differently from the "
@@ -237,10 +290,22 @@ std::vector<MemoryAction> history_actions(const sessions::MemoryHistory& h, doub
     a.entry = i;
     const bool release = e.kind == K::segment_free || e.kind == K::segment_shrink;
     if (release && releasing) continue;  // one empty_cache per run of releases
-    if (release && collects) {  // the allocator's collection before a new segment: the model's own
+    if (release) {  // as snapshot_actions: the allocator's own release inside one malloc, or its collection
       int64_t j = i;
-      while (j < h.size() && entries[static_cast<size_t>(j)].kind == K::segment_free) ++j;
-      if (j < h.size() && entries[static_cast<size_t>(j)].kind == K::segment_alloc) {
+      bool same_stack = true, frees_only = true;
+      while (j < h.size() && (entries[static_cast<size_t>(j)].kind == K::segment_free ||
+                              entries[static_cast<size_t>(j)].kind == K::segment_shrink)) {
+        same_stack = same_stack && entries[static_cast<size_t>(j)].stack_id == e.stack_id;
+        frees_only = frees_only && entries[static_cast<size_t>(j)].kind == K::segment_free;
+        ++j;
+      }
+      const sessions::MemoryEntry* next = j < h.size() ? &entries[static_cast<size_t>(j)] : nullptr;
+      // an imported segment_map is a segment_grow, and an engine run's new segment too: the
+      // recorded action says which
+      const bool grows = next && (next->kind == K::segment_alloc || next->action == "segment_map");
+      const bool own_release = grows && same_stack && next->stack_id == e.stack_id && e.stack_id != 0;
+      const bool collection = grows && collects && frees_only && next->kind == K::segment_alloc;
+      if (own_release || collection) {
         i = j - 1;
         releasing = false;
         continue;
@@ -302,6 +367,31 @@ std::vector<ReplayResult> replay_history(const sessions::MemoryHistory& h, const
   std::vector<ReplayResult> out;
   for (const auto& c : settings) out.push_back(replay_actions(actions, initial, c, origin, true));
   return out;
+}
+
+std::vector<AllocatorConfig> advice_candidates(const AllocatorConfig* recorded, int64_t capacity) {
+  std::vector<AllocatorConfig> out;
+  if (recorded) {
+    out.push_back(*recorded);
+    out.back().capacity_bytes = capacity;
+  }
+  for (const AllocatorKind k : {AllocatorKind::caching, AllocatorKind::expandable, AllocatorKind::direct})
+    out.push_back({k, capacity, 0, false});
+  return out;
+}
+
+void advise_snapshot_rows(std::vector<ReplayResult>& rows, const AllocatorConfig* recorded,
+                          const std::function<ReplayResult(const AllocatorConfig&)>& replay_one, bool pytorch_program) {
+  if (rows.empty()) return;
+  if (pytorch_program)
+    for (auto& r : rows)  // the allocator's "live data does not fit" advice names the workload's tables
+      if (r.oom && r.oom_other_advice.rfind("the live data does not fit this device:", 0) == 0) {
+        r.oom_other_advice = kPytorchLiveDataAdvice;
+        r.oom_advice = r.oom_other_advice;
+        r.oom_message = r.oom_explanation + " Advice: " + r.oom_advice + r.oom_note;
+      }
+  advise_from_replays(rows, "the device's trace", replay_one, nullptr,
+                      advice_candidates(recorded, rows.front().config.capacity_bytes));
 }
 
 }  // namespace embedscope::engine

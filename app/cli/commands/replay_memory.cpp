@@ -63,6 +63,10 @@ json result_json(const es::ReplayResult& r) {
           {"label", r.label}, {"result", r.verdict()},
           {"oom", r.oom}, {"oom_action", r.oom_action}, {"oom_message", r.oom_message},
           {"oom_pending", r.oom_pending}, {"pending_bytes_at_oom", r.pending_bytes_at_oom},
+          {"fragmentation_at_oom", r.oom ? json(r.fragmentation_at_oom) : json(nullptr)},
+          {"memviz_fragmentation_at_oom", r.oom ? json(r.memviz_at_oom) : json(nullptr)},
+          {"largest_free_block_at_oom_bytes", r.oom ? json(r.largest_free_at_oom) : json(nullptr)},
+          {"synchronized_waits", r.synchronized_waits},
           {"peak_allocated_bytes", r.peak_allocated}, {"peak_requested_bytes", r.peak_requested},
           {"peak_reserved_bytes", r.peak_reserved},
           {"fragmentation_at_peak", r.fragmentation_at_peak}, {"memviz_fragmentation_at_peak", r.memviz_at_peak},
@@ -110,7 +114,10 @@ void print_table(const std::vector<es::ReplayResult>& results) {
             q.config.garbage_collection_threshold == r.config.garbage_collection_threshold &&
             q.config.capacity_bytes == r.config.capacity_bytes)
           without = fmt::format(" ({} without max_split_size: {})", es::to_string(q.config.kind), q.verdict());
-      std::cout << fmt::format("\n{}: {}{}\n", r.label, r.oom_message, without);
+      // the layout it explains (tester63c F11: the table's figures are at peak reserved, before the frees)
+      std::cout << fmt::format("\n{}: {}{}\n  at the OOM: fragmentation {:.1f}%, memviz {:.3f}, largest free block {}\n",
+                               r.label, r.oom_message, without, 100 * r.fragmentation_at_oom, r.memviz_at_oom,
+                               es::format_bytes(r.largest_free_at_oom));
     }
     if (r.growth.unbounded) std::cout << fmt::format("\n{}: {}\n", r.label, r.growth.message);
   }
@@ -154,7 +161,8 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     // verdict compares (as the workbench's Replay panel does).
     int64_t peak_reserved = 0;
     size_t at_peak = 0;
-    const auto points = ss::torch_snapshot::walk_timeline(snap, d, 0).points;
+    const auto walk = ss::torch_snapshot::walk_timeline(snap, d, 0);
+    const auto& points = walk.points;
     for (size_t i = 0; i < points.size(); ++i)
       if (points[i].reserved > peak_reserved) peak_reserved = points[i].reserved, at_peak = i;
     // a segment is reserved for the alloc that follows it (the replay sees both as one action):
@@ -170,12 +178,19 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
     const double frag_at_peak_reserved = points.empty() ? 0.0 : points[at_peak].external_fragmentation;
     const bool below_peak = from_oom > 0 && from_oom < peak_reserved;
     const int64_t known = below_peak ? peak_reserved : from_oom;
-    const int64_t cap = capacity > 0 ? capacity : known > 0 ? known : es::kMaxMemoryBytes;
+    // no OOM records the device's memory: the trace's peak reserved bytes, the least the device
+    // had, as the workbench's Replay panel offers them (tester63c F6: unlimited here, the peak
+    // there, gave two figures for one file; at unlimited a recorded garbage_collection_threshold
+    // never collects and the allocator never releases its cache before a retry)
+    // (a trace that starts mid-way keeps unlimited: its blocks before the first entry are placed
+    // in address order, not as they were, and may need more than the recording held)
+    const bool assumed = capacity <= 0 && known <= 0 && peak_reserved > 0 && walk.starts_empty;
+    const int64_t cap = capacity > 0 ? capacity : known > 0 ? known : assumed ? peak_reserved : es::kMaxMemoryBytes;
     std::vector<es::AllocatorConfig> settings{es::recorded_config(snap, cap)};
     for (const auto& c : parse_settings(allocators, max_split, gc, cap)) settings.push_back(c);
     es::SnapshotReplay rep = es::replay_snapshot(snap, d, settings, file);
     // each OOM's advice from the rows beside it, not the allocator's untested candidates (tester59 F1)
-    es::advise_from_replays(rep.results, "the device's trace", [&](const es::AllocatorConfig& c) {
+    es::advise_snapshot_rows(rep.results, &settings.front(), [&](const es::AllocatorConfig& c) {
       return es::replay_snapshot(snap, d, {c}, file).results.front();
     });
     const es::ReplayResult& own = rep.results.front();
@@ -189,6 +204,7 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
       rec.first_oom_entry = rep.recorded_ooms.empty() ? -1 : rep.recorded_ooms.front();
       rec.dump_segments = rep.snapshot_segments;
       rec.dump_reserved = rep.snapshot_reserved;
+      rec.capacity_assumed = assumed;
     }
     const es::ReplayVerdict verdict =
         es::recorded_replay_verdict(own, own.label, rec);
@@ -199,6 +215,9 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
                                    "--capacity sets another)",
                                    es::format_bytes(cap), es::format_bytes(from_oom))
         : known > 0  ? es::format_bytes(cap) + " (free + reserved at the recorded OOM)"
+        : assumed    ? fmt::format("unknown (no OOM in the trace records it; give --capacity): the trace's peak reserved "
+                                   "bytes, {}, the least the device had",
+                                   es::format_bytes(cap))
                      : "unknown (no OOM in the trace; give --capacity): unlimited";
     if (as_json) {
       json rs = json::array();
@@ -207,9 +226,10 @@ int cmd_replay_snapshot(const std::string& file, const std::string& allocators, 
         r["recorded_settings"] = i == 0;
         rs.push_back(r);
       }
-      jdevs.push_back({{"device", d}, {"entries", rep.entries}, {"capacity_bytes", capacity > 0 || known > 0 ? cap : 0},
+      jdevs.push_back({{"device", d}, {"entries", rep.entries}, {"capacity_bytes", capacity > 0 || known > 0 || assumed ? cap : 0},
                        {"capacity_source", capacity > 0 ? "--capacity" : below_peak ? "peak_reserved"
                                                          : known > 0              ? "recorded_oom"
+                                                         : assumed                ? "trace_peak_reserved"
                                                                                   : "unknown"},
                        {"capacity_at_recorded_oom_bytes", from_oom > 0 ? json(from_oom) : json(nullptr)},
                        {"trace_peak_reserved_bytes", peak_reserved},

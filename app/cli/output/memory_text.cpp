@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/engine/memory/allocator.h"
 #include "embedscope/sessions/model/units.h"
 
 namespace embedscope::cli {
@@ -26,6 +27,21 @@ std::string stacks_text(const std::vector<sessions::MemoryStackHeld>& s, const c
   return out;
 }
 
+// Why the device's free bytes did not help (tester63c F9: "8.0 MiB free on the device" beside a
+// 3 MiB request read as fragmentation, unexplained): a request no cached block serves needs a new
+// segment of PyTorch's get_allocation_size - 2 MiB for up to 1 MiB, 20 MiB below 10 MiB (an
+// expandable segment maps pages of the same sizes) - which the device's free bytes could not hold.
+// "" where the device's free bytes are unknown, would hold it, or the size depends on the
+// allocator (10 MiB and more: 2 MiB steps, expandable 20 MiB pages).
+std::string new_segment_reason(const sessions::MemoryOom& o) {
+  if (o.device_free < 0 || o.requested >= engine::kMinLargeAlloc) return "";
+  const int64_t segment = engine::segment_size_for(engine::round_size(o.requested));
+  if (o.device_free >= segment) return "";
+  return fmt::format("; the {} free on the device cannot hold the new {} segment it needs (PyTorch reserves {} for a "
+                     "request {}: get_allocation_size)",
+                     format_bytes(o.device_free), format_bytes(segment), format_bytes(segment),
+                     o.small_pool ? "of up to 1 MiB" : "of 1 to 10 MiB");
+}
 }  // namespace
 
 std::string memory_text(const std::vector<sessions::RankMemoryAnalysis>& ranks) {
@@ -58,12 +74,13 @@ std::string memory_text(const std::vector<sessions::RankMemoryAnalysis>& ranks) 
                          format_bytes(o.requested), format_bytes(o.largest_free_block), format_bytes(o.free_in_segments),
                          o.device_free >= 0 ? ", " + format_bytes(o.device_free) + " free on the device" : std::string(),
                          !o.fragmentation ? std::string("capacity: not enough free bytes")
-                         : o.largest_free_in_pool == o.largest_free_block
-                             ? std::string("fragmentation: enough bytes were free, but in no block large enough")
-                             : fmt::format("fragmentation: enough bytes were free, but requests {} 1 MiB come from the {} "
-                                           "pool, whose largest free block was {}",
-                                           o.small_pool ? "up to" : "above", o.small_pool ? "small" : "large",
-                                           format_bytes(o.largest_free_in_pool)));
+                         : (o.largest_free_in_pool == o.largest_free_block
+                                ? std::string("fragmentation: enough bytes were free, but in no block large enough")
+                                : fmt::format("fragmentation: enough bytes were free, but requests {} 1 MiB come from the "
+                                              "{} pool, whose largest free block was {}",
+                                              o.small_pool ? "up to" : "above", o.small_pool ? "small" : "large",
+                                              format_bytes(o.largest_free_in_pool))) +
+                               new_segment_reason(o));
       if (!o.top_stacks.empty()) out += "    held at the OOM\n" + stacks_text(o.top_stacks, "      ");
     }
     if (r.problems > 0)

@@ -1,6 +1,8 @@
 #include "views/memory_replay.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string_view>
 #include <QCheckBox>
 #include <QDoubleSpinBox>
@@ -104,6 +106,7 @@ void MemoryReplayPanel::resizeEvent(QResizeEvent* e) {
 void MemoryReplayPanel::set_history(std::shared_ptr<const sessions::MemoryHistory> history, int64_t capacity,
                                     int64_t peak_reserved, const std::string& recorded) {
   history_ = std::move(history);
+  capacity_unknown_ = capacity <= 0;
   // below what the recorded run held at once (replay-memory does the same, tester34 D21)
   const bool below_peak = capacity > 0 && capacity < peak_reserved;
   const int64_t cap = capacity > 0 && !below_peak ? capacity : std::max<int64_t>(peak_reserved, 1 << 20);
@@ -155,7 +158,7 @@ void MemoryReplayPanel::set_recorded_outcome(int64_t first_oom_entry, int64_t du
 QString MemoryReplayPanel::recorded_comparison(const std::vector<engine::ReplayResult>& results, const std::string& recorded,
                                                int64_t recorded_entry, double recorded_fragmentation,
                                                int64_t recorded_reserved, int64_t recorded_oom, int64_t dump_segments,
-                                               int64_t dump_reserved) {
+                                               int64_t dump_reserved, bool capacity_assumed) {
   if (recorded_entry < 0) return {};
   // the recorded settings' name as the replay labels them ("expandable_segments" is PyTorch's)
   const std::string label = recorded == "expandable_segments" ? "expandable" : recorded;
@@ -167,7 +170,26 @@ QString MemoryReplayPanel::recorded_comparison(const std::vector<engine::ReplayR
   rec.first_oom_entry = recorded_oom;
   rec.dump_segments = dump_segments;
   rec.dump_reserved = dump_reserved;
+  rec.capacity_assumed = capacity_assumed;
   return QString::fromStdString(engine::recorded_replay_verdict(*it, label, rec).text);
+}
+
+std::optional<engine::AllocatorConfig> MemoryReplayPanel::recorded_config(const std::string& recorded, int64_t capacity) {
+  engine::AllocatorConfig c{engine::AllocatorKind::caching, capacity, 0, false};
+  if (recorded.rfind("expandable", 0) == 0) c.kind = engine::AllocatorKind::expandable;
+  else if (recorded.rfind("caching", 0) != 0) return std::nullopt;  // "unknown", or another allocator
+  constexpr std::string_view kSplit = "max_split_size ";
+  if (const size_t at = recorded.find(kSplit); at != std::string::npos) {
+    char* end = nullptr;
+    const double v = std::strtod(recorded.c_str() + at + kSplit.size(), &end);
+    const std::string_view unit(end, std::min<size_t>(4, std::strlen(end)));
+    const double scale = unit.rfind(" GiB", 0) == 0 ? kMiB * 1024 : unit.rfind(" KiB", 0) == 0 ? 1024.0 : kMiB;
+    c.max_split_size = static_cast<int64_t>(std::llround(v * scale));
+  }
+  constexpr std::string_view kGc = "garbage_collection_threshold ";
+  if (const size_t at = recorded.find(kGc); at != std::string::npos && c.kind == engine::AllocatorKind::caching)
+    c.garbage_collection_threshold = std::strtod(recorded.c_str() + at + kGc.size(), nullptr);
+  return c;
 }
 
 std::vector<engine::AllocatorConfig> MemoryReplayPanel::settings() const {
@@ -194,8 +216,16 @@ void MemoryReplayPanel::replay() {
   verdicts_->hide();
   auto h = history_;
   const double recorded_gc = recorded_gc_threshold_;  // the recording's collections are not empty_cache calls
+  const std::optional<engine::AllocatorConfig> recorded = recorded_config(recorded_, wanted.front().capacity_bytes);
   job_->start<std::vector<engine::ReplayResult>>(
-      [h, wanted, recorded_gc] { return engine::replay_history(*h, wanted, "memory history", recorded_gc); },
+      [h, wanted, recorded_gc, recorded, pytorch = pytorch_program_] {
+        auto rows = engine::replay_history(*h, wanted, "memory history", recorded_gc);
+        // each OOM's advice as replay-memory gives it for the same snapshot (one function for both)
+        engine::advise_snapshot_rows(rows, recorded ? &*recorded : nullptr, [&](const engine::AllocatorConfig& c) {
+          return engine::replay_history(*h, {c}, "memory history", recorded_gc).front();
+        }, pytorch);
+        return rows;
+      },
       [this](std::vector<engine::ReplayResult>& r) {
         results_ = std::move(r);
         table_->setRowCount(static_cast<int>(results_.size()));
@@ -219,8 +249,13 @@ void MemoryReplayPanel::replay() {
           if (x.oom) oom_lines << QString::fromStdString(x.label + ": " + x.oom_message);
         verdicts_->setText(oom_lines.join("\n"));
         verdicts_->setVisible(!oom_lines.isEmpty());
+        // the capacity assumed: none was known and the spin box still offers the recorded peak
+        const bool assumed = capacity_unknown_ && !results_.empty() &&
+                             results_.front().config.capacity_bytes ==
+                                 static_cast<int64_t>(std::ceil(static_cast<double>(recorded_reserved_) / kMiB) * kMiB);
         if (const QString c = recorded_comparison(results_, recorded_, recorded_entry_, recorded_fragmentation_,
-                                                  recorded_reserved_, recorded_oom_, dump_segments_, dump_reserved_);
+                                                  recorded_reserved_, recorded_oom_, dump_segments_, dump_reserved_,
+                                                  assumed);
             !c.isEmpty())
           note_->setText(note_->text() + " " + c);
         button_->setEnabled(true);

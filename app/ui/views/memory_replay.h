@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,15 @@ class MemoryReplayPanel : public QWidget {
   /// given. Pure: `results` rows, `recorded` as set_history's.
   static QString recorded_comparison(const std::vector<engine::ReplayResult>& results, const std::string& recorded,
                                      int64_t recorded_entry, double recorded_fragmentation, int64_t recorded_reserved,
-                                     int64_t recorded_oom = -1, int64_t dump_segments = -1, int64_t dump_reserved = -1);
+                                     int64_t recorded_oom = -1, int64_t dump_segments = -1, int64_t dump_reserved = -1,
+                                     bool capacity_assumed = false);
+  /// The recorded settings named by `recorded` (set_history's: "caching", "expandable_segments,
+  /// max_split_size 128.0 MiB", "caching, garbage_collection_threshold 0.5") at `capacity`;
+  /// nullopt for "unknown" or another allocator. Pure.
+  static std::optional<engine::AllocatorConfig> recorded_config(const std::string& recorded, int64_t capacity);
+  /// Whether the history is a PyTorch program's (an imported snapshot; the default) or an
+  /// Embedscope run's: the advice for an OOM for want of room differs (advise_snapshot_rows).
+  void set_pytorch_program(bool pytorch) { pytorch_program_ = pytorch; }
   /// The settings the controls ask for: caching and/or expandable, caching with the
   /// max_split_size when it is > 0, and caching with the garbage_collection_threshold when it is
   /// > 0 (set_history sets it to the recorded one, 0 when none was recorded).
@@ -96,6 +105,8 @@ class MemoryReplayPanel : public QWidget {
   std::vector<engine::ReplayResult> results_;
   QString base_note_;
   std::string recorded_;
+  bool pytorch_program_ = true;
+  bool capacity_unknown_ = false;  ///< set_history had no capacity: the recorded peak is offered
   double recorded_gc_threshold_ = 0;  ///< the recording's garbage_collection_threshold (0: none)
   int64_t recorded_entry_ = -1, recorded_reserved_ = 0;
   int64_t recorded_oom_ = -1, dump_segments_ = -1, dump_reserved_ = -1;

@@ -49,9 +49,10 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // The allocator settings as "key: value" lines (sessions::allocator_settings): an imported
 // snapshot's allocator_settings, the memory section of a DLRM run's workload, or the engine's
 // allocator an lm_embedding run records.
-QString settings_text(const sessions::SessionReader& s, std::string* recorded) {
+QString settings_text(const sessions::SessionReader& s, std::string* recorded, bool* pytorch) {
   const sessions::AllocatorSettings a = sessions::allocator_settings(s);
   *recorded = a.recorded;
+  *pytorch = a.source == "PyTorch";
   if (a.source.empty()) return "allocator settings: not recorded";
   QString out;
   for (const auto& [key, value] : a.entries) {
@@ -236,7 +237,8 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   rv->addWidget(stacks_table_, 3);
   std::string recorded;
   settings_->setObjectName("allocator_settings");
-  settings_->setText(settings_text(*session_, &recorded));
+  bool pytorch = false;
+  settings_->setText(settings_text(*session_, &recorded, &pytorch));
   settings_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   settings_->setWordWrap(true);
   rv->addWidget(settings_);
@@ -251,6 +253,7 @@ MemoryView::MemoryView(std::shared_ptr<const sessions::SessionReader> session, Q
   slider_->setEnabled(false);
   entry_box_->setEnabled(false);
   replay_->setProperty("recorded", QString::fromStdString(recorded));
+  replay_->set_pytorch_program(pytorch);  // an imported snapshot's OOM is not given the workload's remedies
 
   connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int i) { show_rank(rank_box_->itemData(i).toInt()); });
   connect(replay_, &MemoryReplayPanel::replayed, this, [this] {

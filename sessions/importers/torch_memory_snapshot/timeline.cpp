@@ -63,12 +63,6 @@ class Layout {
     segs.erase(a);
     reserved_ -= s;
   }
-  void resize_segment(uint64_t a, int64_t s) {
-    const int64_t old = segs.at(a);
-    remove_segment(a);
-    (void)old;
-    if (s > 0) add_segment(a, s);
-  }
   void add_block(uint64_t a, Live b) {
     blocks[a] = b;
     active_ += b.size;
@@ -149,11 +143,52 @@ class Layout {
   double gap_sq_ = 0;
 };
 
-// The expandable segment that ends at `addr` (segment_map grows it there), or end().
+// The segment that ends at `addr` (segment_map grows it there), or end().
 std::map<uint64_t, int64_t>::iterator ending_at(Layout& l, uint64_t addr) {
-  for (auto it = l.segs.begin(); it != l.segs.end(); ++it)
-    if (it->first + static_cast<uint64_t>(it->second) == addr) return it;
-  return l.segs.end();
+  auto it = l.segs.lower_bound(addr);
+  if (it == l.segs.begin()) return l.segs.end();
+  --it;
+  return it->first + static_cast<uint64_t>(it->second) == addr ? it : l.segs.end();
+}
+
+// An expandable segment's mapped pages: PyTorch's snapshot() reports "one segment for each
+// contiguous mapped range of memory" (c10/cuda/CUDACachingAllocator.cpp), and map_block may map
+// pages at the end of a range, into a hole that unmap_block left at its start or in its middle
+// (release_cached_blocks unmaps every free page of a block, wherever it lies), or alone. Maps
+// [a, a + size), joined with the range that ends at a and the one that starts at a + size (as
+// sessions/analysis/memory_history.cpp's add_range). False, changing nothing, when the pages
+// overlap a segment already there.
+bool map_range(Layout& l, uint64_t a, int64_t size) {
+  const uint64_t end = a + static_cast<uint64_t>(size);
+  if (l.segment_of(a) != l.segs.end()) return false;
+  if (auto next = l.segs.lower_bound(a); next != l.segs.end() && next->first < end) return false;
+  uint64_t start = a;
+  int64_t bytes = size;
+  if (auto before = ending_at(l, a); before != l.segs.end()) {
+    start = before->first;
+    bytes += before->second;
+    l.remove_segment(before->first);
+  }
+  if (auto after = l.segs.find(end); after != l.segs.end()) {
+    bytes += after->second;
+    l.remove_segment(end);
+  }
+  l.add_segment(start, bytes);
+  return true;
+}
+
+// Unmaps [a, a + size) from the range holding it (unmap_block): its end, its start or a hole in
+// its middle that splits it in two. False, changing nothing, when no one segment holds it.
+bool unmap_range(Layout& l, uint64_t a, int64_t size) {
+  auto it = l.segment_of(a);
+  if (it == l.segs.end()) return false;
+  const uint64_t start = it->first, end = start + static_cast<uint64_t>(it->second);
+  const uint64_t cut_end = a + static_cast<uint64_t>(size);
+  if (cut_end > end) return false;
+  l.remove_segment(start);
+  if (a > start) l.add_segment(start, static_cast<int64_t>(a - start));
+  if (cut_end < end) l.add_segment(cut_end, static_cast<int64_t>(end - cut_end));
+  return true;
 }
 
 }  // namespace
@@ -268,24 +303,18 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
           l.segs[a] = e.size;
         }
         break;
-      case TraceAction::segment_map: {  // undo: the expandable segment ends at addr + size again before it
-        auto it = ending_at(l, a + static_cast<uint64_t>(e.size));
-        if (it == l.segs.end() || it->second < e.size) {
-          problem(i, fmt::format("no segment ends at {:#x} after it", a + static_cast<uint64_t>(e.size)));
+      case TraceAction::segment_map:  // undo: the pages were not mapped before it
+        if (!unmap_range(l, a, e.size)) {
+          problem(i, fmt::format("no segment holds [{:#x}, {:#x}) after it", a, a + static_cast<uint64_t>(e.size)));
           skip[i] = true;
-        } else if (it->second == e.size) {
-          l.segs.erase(it);
-        } else {
-          it->second -= e.size;
         }
         break;
-      }
-      case TraceAction::segment_unmap: {
-        auto it = ending_at(l, a);
-        if (it != l.segs.end()) it->second += e.size;
-        else l.segs[a] = e.size;
+      case TraceAction::segment_unmap:  // undo: mapped before it, beside the pages around them
+        if (!map_range(l, a, e.size)) {
+          problem(i, fmt::format("[{:#x}, {:#x}) overlaps a segment after it", a, a + static_cast<uint64_t>(e.size)));
+          skip[i] = true;
+        }
         break;
-      }
       default: break;
     }
   }
@@ -334,17 +363,8 @@ TimelineWalk walk_timeline(const MemorySnapshotFile& snap, int64_t device, int64
         case TraceAction::free_completed: l.remove_block(free_addr[i]); break;
         case TraceAction::segment_alloc: l.add_segment(a, e.size); break;
         case TraceAction::segment_free: l.remove_segment(a); break;
-        case TraceAction::segment_map: {
-          auto it = ending_at(l, a);
-          if (it != l.segs.end()) l.resize_segment(it->first, it->second + e.size);
-          else l.add_segment(a, e.size);
-          break;
-        }
-        case TraceAction::segment_unmap: {
-          auto it = ending_at(l, a + static_cast<uint64_t>(e.size));
-          if (it != l.segs.end()) l.resize_segment(it->first, it->second - e.size);
-          break;
-        }
+        case TraceAction::segment_map: map_range(l, a, e.size); break;
+        case TraceAction::segment_unmap: unmap_range(l, a, e.size); break;
         default: break;
       }
     MemoryTimelinePoint p = l.point();

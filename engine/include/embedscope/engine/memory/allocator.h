@@ -137,6 +137,10 @@ struct AllocatorConfig {
   /// below it (garbage_collect_cached_blocks; the rule: docs/memory.md). Caching allocator only:
   /// an expandable range has no whole free segment, direct caches nothing.
   double garbage_collection_threshold = 0;
+  /// PyTorch's roundup_power2_divisions (PYTORCH_CUDA_ALLOC_CONF): entry i the divisions of the
+  /// power-of-two interval [2^i, 2^(i+1)) MiB (the first from 0, the last, 16th, to the end);
+  /// 0 or 1: off. Empty: off everywhere. Requests are rounded by round_size(bytes, this).
+  std::vector<int64_t> roundup_power2_divisions{};
 };
 
 /// Constants of PyTorch's caching allocator (bytes).
@@ -290,6 +294,13 @@ class DeviceAllocator {
 
 /// Rounds a request as PyTorch does (multiple of 512 B, at least 512).
 int64_t round_size(int64_t bytes);
+/// The same with roundup_power2_divisions (AllocatorConfig's), as PyTorch's round_size: where
+/// the request's interval has d > 1 divisions and the request is above 512 x d bytes, it rounds
+/// up to the next 1/d step of its power-of-two interval (roundup_power2_next_division: a power of
+/// two stays; 5 MiB + 1 with 4 divisions in [4, 8) MiB becomes 6 MiB), else to 512 B
+/// (c10/cuda/CUDACachingAllocator.cpp; CUDAAllocatorConfig::roundup_power2_divisions picks the
+/// interval: 1 MiB and below the first, 2^(15+20) B and above the last).
+int64_t round_size(int64_t bytes, const std::vector<int64_t>& divisions);
 /// The segment size the caching allocator reserves for a rounded request.
 int64_t segment_size_for(int64_t rounded);
 

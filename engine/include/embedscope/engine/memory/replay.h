@@ -9,7 +9,12 @@
 //                          {"action": "free", "id": 1}, ...]}
 // "free" frees at once; "free_requested" then "free_completed" (same id) is a free that
 // completes later (the block was used on another stream, record_stream-style): the block is
-// reusable only from free_completed.
+// reusable only from free_completed, or from a request that finds no room otherwise: PyTorch's
+// malloc then waits for the outstanding events (release_cached_blocks calls
+// synchronize_and_free_events before releasing the cache and retrying, CUDACachingAllocator.cpp),
+// so a pending free delays a request but does not make it run out of memory. (One difference:
+// PyTorch's last try is a new segment only; the replay's retry may also take a free block that
+// the waited-for frees left inside a segment still split.)
 //
 // Streams are honoured: a request on stream s is served only from segments of stream s
 // (allocator.h). Every replay also watches for reserved memory that keeps growing while
@@ -75,6 +80,12 @@ struct ReplayResult {
   std::string oom_note;          ///< " Pending frees: ..." where frees were pending at the OOM ("" else)
   bool oom_pending = false;      ///< the OOM is explained by blocks whose free was still pending
   int64_t pending_bytes_at_oom = 0;
+  /// The layout when the request ran out (after the allocator released what it could):
+  /// external fragmentation (1 - largest free block / free bytes in segments), MemoryViz's
+  /// measure and the largest free block (bytes). 0 without an OOM.
+  double fragmentation_at_oom = 0;
+  double memviz_at_oom = 0;
+  int64_t largest_free_at_oom = 0;
   int64_t peak_allocated = 0;
   /// The most bytes the program held at once (requested sizes, not freed): below peak_allocated
   /// by the rounding, and by more where max_split_size hands a request of max_split_size or more
@@ -95,6 +106,10 @@ struct ReplayResult {
   int64_t segments_at_peak = 0;
   GrowthVerdict growth;
   int64_t skipped_frees = 0;     ///< frees of blocks the replay never allocated (mid-way snapshots)
+  /// Requests that found no room while frees were pending, so the allocator waited for those
+  /// blocks' events, freed them and released its cache before trying once more (PyTorch's
+  /// release_cached_blocks: synchronize_and_free_events first).
+  int64_t synchronized_waits = 0;
 
   /// "ok", "OOM at action N", "OOM at action N (pending frees)", or "grows +X per 1000 actions".
   std::string verdict() const;
@@ -147,8 +162,13 @@ std::string advice_from_replays(const AllocatorConfig& failed, const std::vector
 /// completes, `replay_unlimited` (a replay of the same actions through a setting at unlimited
 /// capacity) finds the least peak reserved that serves them all: the capacity that would have
 /// sufficed. Rows that did not run out are unchanged. `where`: as advice_from_replays'.
+/// `candidates`: settings also weighed for the advice where no row has them (replayed through
+/// `replay_unlimited` at their own capacity_bytes, not added to `rows`): the workbench's Replay
+/// panel passes replay-memory's default rows (advice_candidates) so that both advise alike on
+/// the same file whichever rows the panel shows.
 void advise_from_replays(std::vector<ReplayResult>& rows, const std::string& what,
                          const std::function<ReplayResult(const AllocatorConfig&)>& replay_unlimited,
-                         const std::function<std::string(int64_t)>& where = nullptr);
+                         const std::function<std::string(int64_t)>& where = nullptr,
+                         const std::vector<AllocatorConfig>& candidates = {});
 
 }  // namespace embedscope::engine

@@ -6,9 +6,12 @@
 // The trace's entries become replay actions: alloc (the block's address is its id, its stream
 // and its request as recorded), free_requested (the block stays in use: pending), free_completed
 // (reusable from here), and segment_free / segment_unmap as torch.cuda.empty_cache() at that
-// point (a run of them is one call: the trace does not say whether the program or the
-// allocator's retry before an OOM released them). segment_alloc / segment_map are the
-// allocator's own decisions and are not replayed. An oom entry is the request that failed: it
+// point (a run of them is one call), except a run the allocator made itself inside one malloc:
+// recorded with the stack of the segment_alloc / segment_map right after it (PyTorch's release
+// before a retry, release_available_cached_blocks / release_cached_blocks / unmap_block, share
+// malloc's `context`), or a garbage_collection_threshold's collection; every setting releases by
+// itself when it runs out of room, and at a larger capacity need not (tester63c F7).
+// segment_alloc / segment_map are the allocator's own decisions and are not replayed. An oom entry is the request that failed: it
 // is replayed as that request (and freed at once: in the recorded run it never got memory), so
 // a setting that serves it would have avoided the OOM.
 //
@@ -21,6 +24,7 @@
 // not expected to be reproduced (SnapshotReplay::starts_at_process_start says which).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,10 +53,12 @@ struct SnapshotReplay {
 /// The actions of `device`'s trace (see above). An alloc whose request is larger than its block
 /// (TimelineWalk::oversized: import problems trace_size_disagrees_with_dump and
 /// alloc_larger_than_block) asks for the block's size, the figure `stats` uses too; an oom
-/// request above kMaxMemoryBytes asks for replayable_request() of it. A run of segment_free
-/// entries is one empty_cache, except, where the snapshot records a garbage_collection_threshold
-/// in (0, 1) (caching), a run right before a segment_alloc: malloc's collection, left out (the
-/// allocator model collects itself under that setting, and the other settings do not collect).
+/// request above kMaxMemoryBytes asks for replayable_request() of it. A run of segment_free /
+/// segment_unmap entries is one empty_cache, except a run right before a segment_alloc /
+/// segment_map with that entry's (non-empty) stack, the allocator's release before a retry, and,
+/// where the snapshot records a garbage_collection_threshold in (0, 1) (caching), a run of
+/// segment_free right before a segment_alloc: malloc's collection; both are left out (the
+/// allocator model does them itself).
 std::vector<MemoryAction> snapshot_actions(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device);
 /// The same with the device's walk (walk_timeline(snap, device, 0)) already made.
 std::vector<MemoryAction> snapshot_actions(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t device,
@@ -64,9 +70,15 @@ int64_t replayable_request(int64_t bytes);
 
 /// The recorded settings as an AllocatorConfig of `capacity`: expandable when
 /// expandable_segments, else caching; its max_split_size (0 = unlimited); its
+/// roundup_power2_divisions (recorded_roundup_divisions); its
 /// garbage_collection_threshold where recorded in (0, 1) with the caching allocator (0 otherwise:
 /// PyTorch refuses other values, and expandable segments have no whole free segment to collect).
 AllocatorConfig recorded_config(const sessions::torch_snapshot::MemorySnapshotFile& snap, int64_t capacity);
+
+/// The recorded roundup_power2_divisions as AllocatorConfig takes them: 16 entries, one per
+/// power-of-two interval from 1 MiB (memory_snapshot.cpp writes a dict keyed by the interval's
+/// start in MiB; a list is taken by index); empty when none is above 1 (off).
+std::vector<int64_t> recorded_roundup_divisions(const sessions::torch_snapshot::AllocatorSettings& s);
 
 /// The device's capacity as far as the snapshot tells it: at its first oom entry, the
 /// device's free bytes (device_free) + the bytes reserved then; 0 when the trace has no oom.
@@ -85,6 +97,10 @@ struct RecordedMemory {
   int64_t first_oom_entry = -1;                ///< the recording's first oom entry; -1: it did not run out
   int64_t dump_segments = -1;                  ///< the dump's segments (-1: no dump, e.g. an engine run)
   int64_t dump_reserved = -1;                  ///< the dump's reserved bytes
+  /// The capacity replayed against is assumed (no OOM records the device's memory: the trace's
+  /// peak reserved bytes are offered), so a peak that depends on it (a recorded
+  /// garbage_collection_threshold, a fraction of the capacity) is said to, not blamed on the model.
+  bool capacity_assumed = false;
 };
 
 /// Whether the replay of the recorded settings reproduces the recording, and where not.
@@ -121,5 +137,27 @@ int64_t history_capacity(const sessions::MemoryHistory& h);
 /// are counted, not errors). ReplayResult::oom_action is the history entry that failed.
 std::vector<ReplayResult> replay_history(const sessions::MemoryHistory& h, const std::vector<AllocatorConfig>& settings,
                                          const std::string& origin, double recorded_gc_threshold = 0);
+
+/// The rows `embedscope replay-memory` replays a snapshot under by default, each at `capacity`:
+/// the recorded settings (`recorded`, when given), caching, expandable and direct.
+std::vector<AllocatorConfig> advice_candidates(const AllocatorConfig* recorded, int64_t capacity);
+
+/// The advice the one place both front ends take it from: every OOM row of `rows` (replays of the
+/// device's trace at one capacity) advised by advise_from_replays ("the device's trace"), weighing
+/// advice_candidates(recorded, capacity) too, so replay-memory and the workbench's Replay panel say
+/// the same for the same snapshot (tester63c F1: the panel kept the allocator's generic "try the
+/// expandable allocator ..., a max_split_size" beside rows showing both fail). `replay_one`
+/// replays the same actions through one setting. `pytorch_program`: the trace is a PyTorch
+/// program's (an imported snapshot), whose OOM for want of room is not told the Embedscope
+/// workload's remedies (tables over more devices, batch_size, rowwise_adagrad) but
+/// kPytorchLiveDataAdvice (tester63c F3).
+void advise_snapshot_rows(std::vector<ReplayResult>& rows, const AllocatorConfig* recorded,
+                          const std::function<ReplayResult(const AllocatorConfig&)>& replay_one,
+                          bool pytorch_program = true);
+
+/// What an OOM of a PyTorch program's trace whose live bytes exceed the device is advised.
+inline constexpr const char* kPytorchLiveDataAdvice =
+    "the live data does not fit this device: hold fewer bytes at once (a smaller batch, activation "
+    "checkpointing, freeing tensors sooner) or give the device more memory";
 
 }  // namespace embedscope::engine
