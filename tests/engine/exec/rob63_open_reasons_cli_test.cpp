@@ -83,24 +83,25 @@ TEST(Rob63OpenReasons, EveryCommandSaysWhyItCannotOpenAFile) {
 TEST(Rob63OpenReasons, ANameThatIsAFolderOrALoopIsSaidAsSuch) {
   const Rob63Files f = rob63_files("names");
   // run in f.dir: "adir" and "loop" are the folder and the link there
-  auto sim = ts::run_cli(EMBEDSCOPE_CLI, "plan --preset tiny --simulate adir", f.dir);
+  const std::string in_dir = "cd " + f.dir.string() + " && " + EMBEDSCOPE_CLI;
+  auto sim = ts::run_cli(in_dir, "plan --preset tiny --simulate adir", f.dir);
   EXPECT_EQ(sim.code, 2) << sim.err;
   EXPECT_EQ(sim.err, std::string("error: --simulate adir: \"adir\" is a directory, not a hardware profile file ") +
                          kProfiles + "\n");
-  sim = ts::run_cli(EMBEDSCOPE_CLI, "plan --preset tiny --simulate loop", f.dir);
+  sim = ts::run_cli(in_dir, "plan --preset tiny --simulate loop", f.dir);
   EXPECT_EQ(sim.code, 2) << sim.err;
   EXPECT_EQ(sim.err, std::string("error: --simulate loop: \"loop\" cannot be opened as a hardware profile file: ") +
                          kLoop + " " + kProfiles + "\n");
   // a name that is nothing at all is still an unknown profile
-  sim = ts::run_cli(EMBEDSCOPE_CLI, "plan --preset tiny --simulate b200", f.dir);
+  sim = ts::run_cli(in_dir, "plan --preset tiny --simulate b200", f.dir);
   EXPECT_EQ(sim.err, std::string("error: --simulate b200: unknown hardware profile \"b200\" ") + kProfiles + "\n");
-  auto sc = ts::run_cli(EMBEDSCOPE_CLI, "scenario adir -o sc", f.dir);
+  auto sc = ts::run_cli(in_dir, "scenario adir -o sc", f.dir);
   EXPECT_EQ(sc.code, 2) << sc.err;
   EXPECT_NE(sc.err.find(") and a directory of that name, not a scenario file\n"), std::string::npos) << sc.err;
-  sc = ts::run_cli(EMBEDSCOPE_CLI, "scenario loop -o sc", f.dir);
+  sc = ts::run_cli(in_dir, "scenario loop -o sc", f.dir);
   EXPECT_EQ(sc.code, 2) << sc.err;
   EXPECT_NE(sc.err.find(std::string(") and no file: ") + kLoop + "\n"), std::string::npos) << sc.err;
-  sc = ts::run_cli(EMBEDSCOPE_CLI, "scenario nothing_here -o sc", f.dir);
+  sc = ts::run_cli(in_dir, "scenario nothing_here -o sc", f.dir);
   EXPECT_NE(sc.err.find(") and no such file\n"), std::string::npos) << sc.err;
 }
 

@@ -86,9 +86,10 @@ TEST(Launch62, DevicesOtherThanNIsBlamedOnTheFlagsGiven) {
 }
 
 // Rank 1 stopped (SIGSTOP), then two Ctrl-Cs 1 s apart: launch ends within seconds (before: the
-// 30 s collective timeout and the 120 s --kill-after), exit 130 (stopped by the user), naming the
-// stopped rank. The first Ctrl-C now continues the stopped rank (launch_stops.h), so the second
-// finds every rank running or done (a rank still stopped then, in a debugger's stop, is killed).
+// 30 s collective timeout and the 120 s --kill-after), naming the stopped rank. The first Ctrl-C
+// now continues the stopped rank (launch_stops.h) and every rank cancels after its step: launch
+// has often merged and exited 0 before the second comes; one that comes in time stops it at once,
+// exit 130 (a rank still stopped then, in a debugger's stop, is killed).
 TEST(Launch62, SecondCtrlCKillsAStoppedRankAtOnce) {
   const fs::path dir = ts::fresh_scratch("es_launch62_stop_" + std::to_string(getpid()));
   const fs::path w = write_small(dir, 1000000);
@@ -133,5 +134,6 @@ TEST(Launch62, SecondCtrlCKillsAStoppedRankAtOnce) {
   EXPECT_NE(e.find("(pid " + std::to_string(kids[1]) + ") is stopped: continued (SIGCONT) so that it takes the Ctrl-C"),
             std::string::npos) << e;
   ASSERT_TRUE(WIFEXITED(st)) << e;
-  EXPECT_EQ(WEXITSTATUS(st), 130) << e;
+  EXPECT_TRUE(WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 130) << WEXITSTATUS(st) << "\n" << e;
+  EXPECT_EQ(e.find("ended hang"), std::string::npos) << e;
 }
