@@ -208,6 +208,27 @@ bool hardware_profile_is_file(const std::string& name_or_path) {
 }
 
 HardwareProfile load_hardware_profile(const std::string& name_or_path) {
+  // a name that is neither a built-in profile nor a file to read, said as what it is, with the
+  // names that would work (a directory was an "unknown hardware profile"; a missing or unreadable
+  // path gave no list)
+  auto not_a_profile = [&](const std::string& why) {
+    return SpecError(fmt::format("/devices/hardware: \"{}\" {} (built in: {}; or give a profile JSON file)", name_or_path,
+                                 why, fmt::join(hardware_profile_names(), ", ")));
+  };
+  const auto& built_in = resources::hardware_profiles();
+  const auto it = built_in.find(name_or_path);
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(name_or_path, ec);
+  if (it == built_in.end() && std::filesystem::is_directory(st))
+    throw not_a_profile("is a directory, not a hardware profile file");
+  // there (a link) but not to be resolved: a loop, a dangling link; or a path (x/y.json) to nothing
+  const bool link = std::filesystem::is_symlink(std::filesystem::symlink_status(name_or_path, ec));
+  if (it == built_in.end() && !std::filesystem::exists(st) && (link || hardware_profile_is_file(name_or_path))) {
+    std::error_code why;
+    (void)std::filesystem::status(name_or_path, why);
+    throw not_a_profile(fmt::format("cannot be opened as a hardware profile file: {}",
+                                    why ? why.message() : std::string("No such file or directory")));
+  }
   if (hardware_profile_is_file(name_or_path)) {
     try {
       return from_json(detail::read_json_file(name_or_path, "hardware profile"), name_or_path);
@@ -222,8 +243,6 @@ HardwareProfile load_hardware_profile(const std::string& name_or_path) {
       throw;
     }
   }
-  const auto& built_in = resources::hardware_profiles();
-  const auto it = built_in.find(name_or_path);
   if (it == built_in.end())
     throw SpecError(fmt::format("/devices/hardware: unknown hardware profile \"{}\" (built in: {}; or give a profile JSON "
                                 "file)",

@@ -11,18 +11,17 @@
 #include <nlohmann/json.hpp>
 
 #include "embedscope/engine/sharding/sharding.h"
+#include "embedscope/engine/workload/read_file.h"
 
 namespace embedscope::engine {
 
 MemoryTrace load_memory_trace(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw SpecError(fmt::format("{}: is a directory, not a trace", path));
-  std::ifstream f(path);
-  if (!f) throw SpecError(fmt::format("{}: cannot open", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
+  // "cannot open the allocator trace: No such file or directory" (or "Permission denied", ...):
+  // the reason, not "cannot open" alone; a directory said as such (read_file.h)
+  const std::string text = read_whole_file(path, "", "allocator trace");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(ss.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw SpecError(fmt::format("{}: not a JSON trace: {}", path, e.what()));
   }

@@ -23,6 +23,7 @@
 #include "planner/candidate_overflow.h"
 #include "planner/memory_replay.h"
 #include "planner/prerank.h"
+#include "planner/search_progress.h"
 #include "planner/shard_cost.h"
 #include "planner/type_refusal.h"
 #include "program/data_parallel_bytes.h"
@@ -65,7 +66,7 @@ struct Candidate {
 class Search {
  public:
   Search(const WorkloadSpec& spec, const HardwareProfile& hw, const PlanSearchOptions& options)
-      : spec_(spec), hw_(hw), greedy_(plan_sharding(spec)), W_(greedy_.world_size), L_(greedy_.local_world_size),
+      : spec_(spec), hw_(hw), progress_(options.progress), greedy_(plan_sharding(spec)), W_(greedy_.world_size), L_(greedy_.local_world_size),
         nodes_(W_ / L_), cost_(spec, hw, W_), calls_(spec, hw, W_, L_), index_(spec) {
     dp_calls_.assign(spec.tables.size(), -1.0);
     b_all_reduce_.assign(spec.tables.size(), -1.0);
@@ -165,6 +166,7 @@ class Search {
       if (!fresh) continue;
       PlanStats st = plan_stats(spec_, c.plan, hw_);
       ++scored;
+      progress_.count(c.proposer, st.critical_path_ns, st.fits, true);
       seen_at->second = st.fits;
       if (st.fits != c.within_capacity) res.feasible += st.fits ? 1 : -1;
       if (!st.fits) {
@@ -597,6 +599,7 @@ class Search {
     for (int r = 0; r < W_; ++r)
       if (bytes[static_cast<size_t>(r)] > capacity_) c.within_capacity = false;
     c.score = calls_.critical_path(per).critical_path();
+    progress_.count(c.proposer, c.score, c.within_capacity, false);
     return c;
   }
 
@@ -757,6 +760,7 @@ class Search {
   mutable std::vector<double> b_all_reduce_;  // CallModel::world_all_reduce_ns of each factorized table's B (-1: not yet)
   const WorkloadSpec& spec_;
   const HardwareProfile& hw_;
+  mutable planner_detail::ProgressMeter progress_;  // PlanSearchOptions::progress, at most once a second
   ShardingPlan greedy_;
   int W_, L_, nodes_;
   ShardCost cost_;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "embedscope/engine/workload/presets.h"
+#include "embedscope/engine/workload/read_file.h"
 
 namespace embedscope::resources {
 const std::map<std::string, std::string>& scenario_files();  // generated (resources/CMakeLists.txt)
@@ -161,12 +162,9 @@ Scenario parse_scenario(const json& j, const std::string& origin) {
 }
 
 Scenario load_scenario_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SpecError(path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw SpecError(path + ": cannot read");
-  return parse_scenario(detail::parse_json_text(text.str(), path), path);
+  // the reason with the failure ("cannot open the scenario file: Permission denied"), a directory
+  // said as such (was a JSON syntax error at line 1, column 1)
+  return parse_scenario(detail::parse_json_text(read_whole_file(path, "", "scenario file"), path), path);
 }
 
 std::vector<Scenario> builtin_scenarios() {
@@ -189,10 +187,17 @@ Scenario find_scenario(const std::string& name_or_file) {
     for (Scenario& s : all)
       if (s.id == name_or_file) return std::move(s);
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(name_or_file, ec)) {
+    const auto st = std::filesystem::status(name_or_file, ec);
+    if (!std::filesystem::is_regular_file(st)) {
       std::string ids;
       for (const Scenario& s : all) ids += (ids.empty() ? "" : ", ") + s.id;
-      throw SpecError(fmt::format("scenario {}: not a built-in scenario (built in: {}) and no such file", name_or_file, ids));
+      // what stands at that name: nothing, a directory, or a name the system cannot resolve
+      // (a symbolic link loop, a path through a file: the errno text)
+      const std::string file = std::filesystem::is_directory(st) ? "a directory of that name, not a scenario file"
+                               : ec && ec != std::errc::no_such_file_or_directory
+                                   ? fmt::format("no file: {}", ec.message())
+                                   : std::string("no such file");
+      throw SpecError(fmt::format("scenario {}: not a built-in scenario (built in: {}) and {}", name_or_file, ids, file));
     }
   }
   return load_scenario_file(name_or_file);

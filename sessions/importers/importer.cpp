@@ -1,6 +1,10 @@
 #include "embedscope/sessions/importers/importer.h"
 
+#include <unistd.h>
 #include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <filesystem>
@@ -77,9 +81,16 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& paths) {
         throw ImportError(fmt::format("{}: a directory without .json, .json.gz, .sqlite, .pickle or .pickle.gz files", p));
       }
       std::sort(found.begin(), found.end());
+      for (const std::string& f : found)
+        if (::access(f.c_str(), R_OK) != 0) throw ImportError(fmt::format("{}: cannot open: {}", f, std::strerror(errno)));
       out.insert(out.end(), found.begin(), found.end());
     } else if (fs::exists(p, ec)) {
+      // a file this process may not read said as such (was read as empty: "the file is empty (3
+      // bytes): nothing to import")
+      if (::access(p.c_str(), R_OK) != 0) throw ImportError(fmt::format("{}: cannot open: {}", p, std::strerror(errno)));
       out.push_back(p);
+    } else if (ec && ec != std::errc::no_such_file_or_directory) {  // a symbolic link loop, no permission on a folder
+      throw ImportError(fmt::format("{}: cannot open: {}", p, ec.message()));
     } else {
       throw ImportError(fmt::format("{}: no such file or directory", p));
     }

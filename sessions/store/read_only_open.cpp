@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -148,6 +149,8 @@ sqlite3* open_session_read_only(const std::string& path, int busy_timeout_ms) {
   const std::string plain = sqlite_file_uri(path, "mode=ro");
   std::string error;
   sqlite3* db = ro_open_uri(plain, busy_timeout_ms, error);
+  // the system's reason where there is one ("Permission denied", not SQLite's "unable to open database file")
+  if (!db && ::access(path.c_str(), R_OK) != 0) throw SessionError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   if (!db) throw SessionError(fmt::format("{}: cannot open: {}", path, error));
   if (!is_wal_index_failure(ro_first_read(db))) return db;
   // closed first: the connections of one process share one wal-index per file (os_unix.c), and

@@ -123,6 +123,8 @@ SessionReader::SessionReader(const std::string& path) : impl_(std::make_unique<I
   if (stat(path.c_str(), &sb) != 0)
     throw SessionError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   if (S_ISDIR(sb.st_mode)) throw SessionError(fmt::format("{}: is a directory, not a session file", path));
+  // the system's reason (was SQLite's "unable to open database file" for a file without read permission)
+  if (::access(path.c_str(), R_OK) != 0) throw SessionError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   if (sb.st_size == 0) {
     if (const std::string who = detail::live_writer(path); !who.empty())
       throw SessionError(fmt::format("{}: nothing committed yet: {} and has just started; try again in a moment",

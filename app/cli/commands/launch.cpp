@@ -59,6 +59,7 @@
 #include "commands.h"
 #include "interrupt.h"
 #include "launch_checks.h"
+#include "launch_stops.h"
 #include "embedscope/engine/exec/launch/hosts_file.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "embedscope/engine/workload/lm_spec.h"
@@ -160,20 +161,10 @@ struct Child {
   std::string out, err_line;
   bool exited = false;
   bool killed_at_stop = false;  // killed by launch after the second Ctrl-C (stopped, or did not stop)
+  bool continued = false;       // stopped at the first Ctrl-C / SIGTERM, continued by launch (launch_stops.h)
   int status = 0;
   std::string session;
 };
-
-// Whether process `pid` is stopped (state T, "stopped by a signal", or t, "tracing stop", in
-// /proc/PID/stat; proc(5)); false when it cannot be read.
-bool process_stopped(pid_t pid) {
-  std::ifstream f(fmt::format("/proc/{}/stat", pid));
-  std::string stat;
-  std::getline(f, stat);
-  const auto close = stat.rfind(')');  // the command name may hold spaces and ')'
-  if (close == std::string::npos || close + 2 >= stat.size()) return false;
-  return stat[close + 2] == 'T' || stat[close + 2] == 't';
-}
 
 std::string signal_name(int sig) {
   const char* d = strsignal(sig);
@@ -417,6 +408,15 @@ int cmd_launch(const LaunchState& s) {
   // after the second Ctrl-C, the seconds a rank gets to stop before it is killed
   const int stop_grace_s = std::min(s.kill_after_s, 5);
   std::chrono::steady_clock::time_point stop_kill_at{};
+  // the first Ctrl-C or SIGTERM continues a stopped rank so that it takes the signal with the others
+  // (launch_stops.h); one still stopped 2 s later (a debugger's stop) is killed, and its death set
+  // in the store ends the others at once (tester62c F3: they waited their 31 s collective timeout)
+  std::chrono::steady_clock::time_point recheck_stopped_at{};
+  auto continue_stopped = [&](const char* what) {
+    for (auto& c : kids)
+      if (!c.exited && continue_if_stopped(c.rank, c.pid, what))
+        c.continued = true, recheck_stopped_at = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  };
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<std::pair<Child*, int>> who;
@@ -454,6 +454,7 @@ int cmd_launch(const LaunchState& s) {
       fmt::print(stderr, "embedscope launch: forwarding Ctrl-C to every rank\n");
       for (auto& c : kids)
         if (!c.exited) kill(c.pid, SIGINT);
+      if (forwarded == 0) continue_stopped("Ctrl-C");
       // the second Ctrl-C stops every rank at once: a stopped rank (SIGSTOP, a debugger) cannot
       // take it, so it is killed now, and one still running stop_grace_s later is killed then
       // (tester62c F3: launch waited the collective timeout and the whole --kill-after, silent)
@@ -482,7 +483,14 @@ int cmd_launch(const LaunchState& s) {
         fmt::print(stderr, "embedscope launch: forwarding {} to every rank\n", what);
         for (auto& c : kids)
           if (!c.exited) kill(c.pid, sig);
+        if (sig == SIGTERM && *done == 0) continue_stopped("SIGTERM");
       }
+    if (recheck_stopped_at != std::chrono::steady_clock::time_point{} && std::chrono::steady_clock::now() >= recheck_stopped_at) {
+      recheck_stopped_at = {};
+      for (auto& c : kids)
+        if (c.continued && !c.exited && !c.killed_at_stop && kill_if_still_stopped(c.rank, c.pid, "file://" + dir, run_id))
+          killed = c.killed_at_stop = true;
+    }
     if (first_failed && !kill_armed && !termed && std::chrono::steady_clock::now() >= kill_at) {
       termed = true;
       sigkill_at = std::chrono::steady_clock::now() + std::chrono::seconds(term_grace_s);

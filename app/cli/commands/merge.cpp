@@ -44,8 +44,8 @@ int cmd_merge(const MergeState& s) {
         fmt::format("{}: the output is one of the inputs; write the merged session elsewhere (-o)", s.output));
   // a missing input before anything is said or staged (docs55 D12: "merging 2 sessions" came first)
   for (const auto& in : s.inputs)
-    if (std::error_code ec; !std::filesystem::exists(in, ec))
-      throw ss::SessionError(fmt::format("{}: cannot open: No such file or directory", in));
+    if (std::error_code ec; !std::filesystem::exists(in, ec))  // a symbolic link loop says so, not "No such file"
+      throw ss::SessionError(fmt::format("{}: cannot open: {}", in, ec ? ec.message() : "No such file or directory"));
   // Written under a temporary name beside the output and renamed over it once complete
   // (staged_output.h); Ctrl-C or SIGTERM cancel at once: the temporary session is removed, no
   // half-written session is left and an existing output is as it was (cancel_writes.h).

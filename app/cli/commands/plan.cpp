@@ -130,6 +130,14 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
     throw es::SpecError("--sharding: cannot be combined with --auto (the search picks every table's type; fix a "
                         "table's type with a sharding.tables override in the workload, or give --sharding-types)");
   es::PlanSearchOptions options;
+  // a long search says where it is on stderr, once a second (stdout, --json's too, unchanged)
+  options.progress = [](const es::SearchProgress& p) {
+    fmt::print(stderr, "plan --auto: {:.0f} s, {} proposal(s), {} scored; best so far: {}\n", p.seconds, p.proposals,
+               p.scored,
+               p.best_proposer.empty() ? std::string("none fits yet")
+                                       : fmt::format("{} ({} {:.3f} ms)", p.best_proposer,
+                                                     p.best_scored ? "critical path" : "estimated", p.best_ns / 1e6));
+  };
   for (const std::string& t : sharding_types)
     options.sharding_types.push_back(es::sharding_type_from_string(t, "--sharding-types"));
   const std::vector<es::StorageOption> allowed = es::storage_options_from_strings(allow_storage);

@@ -3,6 +3,10 @@
 // settings and compares reserved bytes, peaks, fragmentation, OOMs and unbounded growth (text or
 // --json).
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -281,7 +285,14 @@ int cmd_replay(const std::string& file, const std::string& allocators, int64_t m
   {  // a device or FIFO (/dev/zero) would be read forever; an empty file holds nothing (tester45 F12.4)
     std::error_code ec;
     const auto st = std::filesystem::status(file, ec);
-    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+    // a name that is not there or cannot be opened, with the reason (was "cannot open" alone, or
+    // std::filesystem's "filesystem error: status: ..." for a symbolic link loop)
+    if (ec || !std::filesystem::exists(st))
+      throw es::SpecError(fmt::format("{}: cannot open: {}", file,
+                                      ec ? ec.message() : std::strerror(ENOENT)));
+    if (std::filesystem::is_regular_file(st) && ::access(file.c_str(), R_OK) != 0)
+      throw es::SpecError(fmt::format("{}: cannot open: {}", file, std::strerror(errno)));
+    if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
       throw es::SpecError(fmt::format("{}: not a regular file ({}): replay-memory reads an allocator trace (JSON) or a "
                                       "PyTorch memory snapshot (.pickle)",
                                       file, std::filesystem::is_directory(st) ? "a directory" : "a device, FIFO or socket"));

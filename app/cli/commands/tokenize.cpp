@@ -3,6 +3,7 @@
 // and reports the fitted Zipf exponent of the token frequencies (input/zipf_fit.h).
 
 #include <iconv.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -102,9 +103,16 @@ void check_tokenize_args(const TokenizeState& s) {
                                     "(first < last, or last 0: the last id that occurs)", s.fit_first, s.fit_last));
   std::uintmax_t text_bytes = 0;
   for (const auto& in : s.inputs) {
+    // a missing, unreadable or directory input said here with the reason, before any training
     std::error_code ec;
+    const auto st = std::filesystem::status(in, ec);
+    if (ec || !std::filesystem::exists(st))
+      throw es::SpecError(fmt::format("--input {}: cannot open the text file: {}", in, ec ? ec.message() : std::strerror(ENOENT)));
+    if (std::filesystem::is_directory(st)) throw es::SpecError(fmt::format("--input {}: is a directory, not a text file", in));
+    if (::access(in.c_str(), R_OK) != 0)
+      throw es::SpecError(fmt::format("--input {}: cannot open the text file: {}", in, std::strerror(errno)));
     const auto n = std::filesystem::file_size(in, ec);
-    if (ec) return;  // not a regular file (a pipe, a missing file): the trainer names it
+    if (ec) return;  // not a regular file (a pipe): the trainer reads it
     text_bytes += n;
   }
   if (text_bytes == 0)

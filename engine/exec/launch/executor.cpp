@@ -171,6 +171,9 @@ void report_dead_rank(const std::string& url, const std::string& run_id, int ran
   RunStore store(url, run_id);
   const std::string key = fmt::format("dead/{}", rank);
   if (!store.has(key)) store.set(key, how);
+  // the first death ends the peers' waits on the store at once (store.h: a rank still connecting
+  // waited its whole 30 s for the entries of a peer launch had already reaped, tester62c F4)
+  if (!store.has(kFirstDeathKey)) store.set(kFirstDeathKey, fmt::format("rank {} {}", rank, how));
 }
 
 }  // namespace embedscope::engine::launch

@@ -94,6 +94,8 @@ struct RunStore::Base : gloo::rendezvous::Store {
   std::function<void(const std::string&)> remove_entry;       // removes an entry (not there: nothing)
   std::function<void(const std::string&)> forget;             // an entry removed: off the list of own_entries
   std::function<void(const std::string&)> remember;          // Redis: a key set here (FileStore keeps its own list)
+  // the run's "dead/first" key (report_dead_rank): a peer's death, seen by its launcher, ends every wait
+  std::string death_key;
   std::mutex mu;
   void set(const std::string& key, const std::vector<char>& data) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -121,10 +123,15 @@ struct RunStore::Base : gloo::rendezvous::Store {
   // polls, so that the lock is not held while waiting
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
+    for (int polls = 0;; ++polls) {
       bool all = true;
       for (const auto& k : keys) all = all && has(k);
       if (all) return;
+      // a peer that died while this rank waits for its entries never sets them: the launcher that
+      // saw it die says so in the store, and the wait ends now rather than at its timeout (30 s,
+      // tester62c F4); checked every 20 polls (~20 ms), one more lookup
+      if (!death_key.empty() && polls % 20 == 0 && has(death_key))
+        throw ::gloo::IoException("a peer ended before it had set its rendezvous entries");
       if (std::chrono::steady_clock::now() >= deadline)
         // in words, without gloo's source file:line (twice with GLOO_THROW_IO_EXCEPTION + GLOO_ERROR_MSG)
         throw ::gloo::IoException(fmt::format(
@@ -246,6 +253,7 @@ RunStore::RunStore(const std::string& url, const std::string& run_id) : url_(url
     base_->remember = [own](const std::string& k) { own->insert(k); };
     base_->store = std::move(redis);
   }
+  base_->death_key = prefix_ + "/" + kFirstDeathKey;
   Base* base = base_.get();
   prefixed_ = std::make_shared<ErasableRunPrefixStore>(prefix_, base_, [base](const std::string& k) { base->erase(k); });
 }

@@ -35,6 +35,13 @@ struct RendezvousUrl {
 /// directory, an unclosed '[', a port that is not 1..65535, or another scheme.
 RendezvousUrl parse_rendezvous_url(const std::string& url);
 
+/// The key (under the run's prefix) that the launcher sets with the first rank it saw die
+/// (report_dead_rank, "rank 1 was killed by signal 9 (Killed) (seen by launch)"): every wait on
+/// the run's store (gloo's connectFullMesh among them) then ends at once, throwing
+/// gloo::IoException "a peer ended before it had set its rendezvous entries", instead of waiting
+/// out its timeout for entries a dead peer never sets.
+inline constexpr const char* kFirstDeathKey = "dead/first";
+
 /// The run's keys: `store` is the namespaced store (what gloo's connectFullMesh and the
 /// collectives' arrival keys use; it is also a KeyEraser, whose erase_key removes a key: its
 /// file, or the Redis key), `has(key)` tells without blocking whether a key of it is set.

@@ -101,7 +101,8 @@ TEST(ScenarioLoader, FindScenarioNamesAnUnknownNameAndABadFile) {
   EXPECT_EQ(unknown.rfind("scenario nope: not a built-in scenario (built in: caching_vs_expandable, ", 0), 0u) << unknown;
   EXPECT_NE(unknown.find("vocab_parallel_vs_sequence_parallel) and no such file"), std::string::npos) << unknown;
   const std::string missing = (scenario_run_scratch() / "missing.json").string();
-  EXPECT_EQ(scenario_run_error([&] { es::find_scenario(missing); }), missing + ": cannot open");
+  EXPECT_EQ(scenario_run_error([&] { es::find_scenario(missing); }),
+            missing + ": cannot open the scenario file: No such file or directory");
 }
 
 // A DLRM run of the tiny preset (2 ranks, 8 samples each, table_wise) through run_scenario_run:

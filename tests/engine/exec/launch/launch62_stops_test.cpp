@@ -85,9 +85,11 @@ TEST(Launch62, DevicesOtherThanNIsBlamedOnTheFlagsGiven) {
   EXPECT_EQ(count_of(r.err, "[rank "), 0) << r.err;
 }
 
-// Rank 1 stopped (SIGSTOP), then two Ctrl-Cs 1 s apart: launch kills it at once and ends within
-// seconds (before: the 30 s collective timeout and the 120 s --kill-after), exit 130 (stopped by
-// the user), naming the stopped rank.
+// Rank 1 stopped (SIGSTOP), then two Ctrl-Cs 1 s apart: launch ends within seconds (before: the
+// 30 s collective timeout and the 120 s --kill-after), naming the stopped rank. The first Ctrl-C
+// now continues the stopped rank (launch_stops.h) and every rank cancels after its step: launch
+// has often merged and exited 0 before the second comes; one that comes in time stops it at once,
+// exit 130 (a rank still stopped then, in a debugger's stop, is killed).
 TEST(Launch62, SecondCtrlCKillsAStoppedRankAtOnce) {
   const fs::path dir = ts::fresh_scratch("es_launch62_stop_" + std::to_string(getpid()));
   const fs::path w = write_small(dir, 1000000);
@@ -129,7 +131,9 @@ TEST(Launch62, SecondCtrlCKillsAStoppedRankAtOnce) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
   EXPECT_LT(took, 20.0) << slurp(err);
   const std::string e = slurp(err);
-  EXPECT_NE(e.find("(pid " + std::to_string(kids[1]) + ") is stopped and cannot take the Ctrl-C: killed"), std::string::npos) << e;
+  EXPECT_NE(e.find("(pid " + std::to_string(kids[1]) + ") is stopped: continued (SIGCONT) so that it takes the Ctrl-C"),
+            std::string::npos) << e;
   ASSERT_TRUE(WIFEXITED(st)) << e;
-  EXPECT_EQ(WEXITSTATUS(st), 130) << e;
+  EXPECT_TRUE(WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 130) << WEXITSTATUS(st) << "\n" << e;
+  EXPECT_EQ(e.find("ended hang"), std::string::npos) << e;
 }

@@ -212,7 +212,11 @@ bool hardware_profile_is_file(const std::string& name_or_path);
 
 /// A profile JSON file when hardware_profile_is_file(name_or_path), else a built-in profile by
 /// name. Throws SpecError "/devices/hardware: unknown hardware profile \"x\" (built in:
-/// a100_sxm_80gb, h100_sxm, h200_sxm; or give a profile JSON file)"; for a file that is another
+/// a100_sxm_80gb, h100_sxm, h200_sxm; or give a profile JSON file)"; for a directory
+/// "/devices/hardware: \"d\" is a directory, not a hardware profile file (built in: ...)"; for a
+/// file path to nothing or a link that cannot be resolved "/devices/hardware: \"x.json\" cannot be
+/// opened as a hardware profile file: No such file or directory (built in: ...)" (the errno
+/// text: "Too many levels of symbolic links", ...); for a file that is another
 /// of embedscope's JSON files (json_kind.h) "sc.json is a scaling study (embedscope scaling
 /// --json), not a hardware profile (...)"; else what parse_hardware_profile throws (with the
 /// file name as origin).

@@ -111,6 +111,7 @@
 // BM_PlanSearch, plan41, the same shared 2-core machine, interleaved; 648 proposals);
 // mlperf_dlrm_dcnv2 on 128 simulated ranks 2.3 s (measured before plan41).
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -180,6 +181,16 @@ struct PlanSearchResult {
   int64_t max_hbm_bytes = 0;
 };
 
+/// Where a running search is, for a progress line (plan --auto prints it on stderr).
+struct SearchProgress {
+  int proposals = 0;          ///< plans proposed so far (every partitioner call: uniform, split, balanced, grid moves)
+  int scored = 0;             ///< proposals scored by their step programs so far (the best few, at the end)
+  std::string best_proposer;  ///< the best that fits so far ("" while none fits)
+  double best_ns = 0;         ///< its critical path, ns: the pre-ranking estimate, or plan_stats' once best_scored
+  bool best_scored = false;   ///< best_ns is a scored plan's critical path (plan_stats), not the estimate
+  double seconds = 0;         ///< since this plan_search started
+};
+
 /// What the search may choose (TorchRec's ParameterConstraints.sharding_types, for every open table).
 struct PlanSearchOptions {
   /// When not empty: the sharding types open tables may get (each table keeps those of them it
@@ -188,6 +199,10 @@ struct PlanSearchOptions {
   /// among these. E.g. {table_wise}: the tables placed table-wise by estimated time (LPT)
   /// instead of plan_sharding's bytes.
   std::vector<ShardingType> sharding_types;
+  /// When set: called on the searching thread with where the search is, at most once a second
+  /// (the first call a second after the start; a search shorter than that makes none). Last, so
+  /// that PlanSearchOptions{{types}} stays the types alone.
+  std::function<void(const SearchProgress&)> progress{};
 };
 
 /// The search's pre-ranking estimate of one plan (see "Pre-ranking estimate" above), ns per

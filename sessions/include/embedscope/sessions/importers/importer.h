@@ -92,7 +92,8 @@ const std::vector<Importer>& all_importers();
 
 /// The files named by `paths`: files as given, directories replaced by their regular files
 /// ending in .json, .json.gz, .sqlite, .pickle or .pickle.gz, sorted by name. Throws ImportError naming a path that does not
-/// exist or a directory without such files; one that holds sessions instead (`scaling -o DIR`) is said so: "DIR holds 9
+/// exist ("P: no such file or directory"), one that cannot be opened with the reason ("P: cannot open: Permission
+/// denied", "...: Too many levels of symbolic links"), or a directory without such files; one that holds sessions instead (`scaling -o DIR`) is said so: "DIR holds 9
 /// sessions (.db), not traces to import: open them by name (embedscope-ui DIR/a.db ...)" (tester46 F19).
 std::vector<std::string> expand_inputs(const std::vector<std::string>& paths);
 
