@@ -48,7 +48,7 @@ struct CommChange {
 /// x 4 ids a step, t0..t5 one id a sample) on 4 ranks at 200 kB/s and 1 ms a collective: hot
 /// table_wise on rank 0 -> row_wise over the 4 ranks adds the pooled output's reduce-scatter and
 /// the gradient's all-gather, 3/4 of 256 x 16 x 4 B = 12,288 B each a rank: about 2 x (1 +
-/// 61.44) ms = +124.9 ms a step before the larger lengths all-to-all. Throws as plan_comm.
+/// 61.44) ms = +124.88 ms before the larger lengths all-to-all (model: 297.08 -> 421.72 ms, +77.3 KiB). Throws as plan_comm.
 CommChange comm_change(const WorkloadSpec& spec, const ShardingPlan& current, const ShardingPlan& proposed);
 
 /// Whether the model's communication times apply to the session's links: its network is
@@ -71,9 +71,9 @@ inline double predicted_step_change_ns(const CommChange& c, double saved_ns_per_
 /// the fall of the largest rank's load a step (load_before / load_after over `window_steps`) x
 /// the model's compute ns per looked-up row (the current plan's compute_ns / lookups); balance lookup_time: the fall itself, already in ns. When the step is not
 /// predicted faster, the proposal's moves and changes are dropped (it is then not worth_it) and a
-/// RefusedMove of cause "slower" says why: "the moves (ids max/mean 1.60 -> 1.16) add 124.9 ms of
-/// communication a step (+77.3 KiB sent, planner cost model, profile h100_sxm, the session's
-/// emulated network) against 0.03 ms of embedding work saved: predicted 124.87 ms a step slower".
+/// RefusedMove of cause "slower" says why: "table \"hot\" (234.4 KiB) from rank 0 to row_wise over 4 ranks and 1 other move(s):
+/// the moves (max/mean 1.60 -> 1.18) add 124.64 ms of communication a step (+77.3 KiB sent, planner cost model, profile
+/// h100_sxm, the session's emulated network) against 0.01 ms of embedding work saved: predicted 124.63 ms a step slower; not made".
 /// Returns whether it dropped them; false (nothing done) where !comm_time_applies(spec). Throws as
 /// comm_change.
 bool apply_comm_rule(Proposal& p, const WorkloadSpec& spec, const ShardingPlan& current, int64_t window_steps,
