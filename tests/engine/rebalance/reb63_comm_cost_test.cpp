@@ -67,11 +67,11 @@ TEST(Reb63CommCost, RowWiseSplitAddsTheReduceScatterAndAllGather) {
   const es::WorkloadSpec spec = es::parse_workload(hot_workload(4), "hot4");
   const es::ShardingPlan tw = es::plan_sharding(spec);
   ASSERT_EQ(tw.tables[0].shards.at(0).rank, 0);
-  es::WorkloadSpec rw_spec = spec;
-  rw_spec.sharding.per_table["hot"] = {es::ShardingType::row_wise, {}, -1};
-  const es::ShardingPlan rw = es::plan_sharding(rw_spec);
-  ASSERT_EQ(rw.tables[0].shards.size(), 4u);
-  for (size_t t = 1; t < 7; ++t) ASSERT_EQ(rw.tables[t].shards[0].rank, tw.tables[t].shards[0].rank);
+  // the proposal's plan: hot row_wise over the 4 ranks (1,250 rows each), t0..t5 where they were
+  es::ShardingPlan rw = tw;
+  rw.tables[0].type = es::ShardingType::row_wise;
+  rw.tables[0].shards.clear();
+  for (int r = 0; r < 4; ++r) rw.tables[0].shards.push_back({r, 1250 * r, 1250, 0, 16});
   const rb::CommChange c = rb::comm_change(spec, tw, rw);
   EXPECT_TRUE(c.network_emulated);
   EXPECT_EQ(c.profile, "h100_sxm");
