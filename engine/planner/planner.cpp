@@ -87,8 +87,18 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
                                 plan.local_world_size, world));
   const int num_nodes = world / plan.local_world_size;
   plan.tables.resize(spec.tables.size());
+  // Each rank's planned device bytes, every shard counted on the rank that holds it: a
+  // table_row_wise / grid_shard table's rows split over its node's ranks add to those ranks as
+  // soon as its node is known, so the tables placed after it see them (a table_row_wise hot
+  // table pinned or placed first used to leave its node's ranks looking empty).
   std::vector<int64_t> load(static_cast<size_t>(world), 0);
-  std::vector<int64_t> node_load(static_cast<size_t>(num_nodes), 0);
+  const int lws = plan.local_world_size;
+  // t's columns [.., + cols) split by rows over node n's ranks (row_wise_split, as the shards are made below)
+  auto add_node_rows = [&](const TableSpec& t, int n, int64_t cols) {
+    const auto rows = row_wise_split(t.rows(), lws);
+    for (int l = 0; l < lws; ++l)
+      load[static_cast<size_t>(n * lws + l)] += stored_bytes(t, rows[static_cast<size_t>(l)], cols);
+  };
 
   // Pass 1: types and everything whose placement is fixed.
   std::vector<size_t> open;  // tables placed greedily in pass 2
@@ -159,7 +169,7 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
         if (ts.node < 0) {
           open.push_back(i);
         } else {
-          node_load[static_cast<size_t>(ts.node)] += table_bytes(t);
+          add_node_rows(t, ts.node, t.embedding_dim);
         }
         break;
       case ShardingType::table_column_wise:  // the node given or not, its ranks chosen in pass 2
@@ -171,10 +181,9 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
       case ShardingType::grid_shard: open.push_back(i); break;
     }
   }
-  // A node's planned bytes: its table_row_wise and grid_shard tables and its ranks' shards.
-  const int lws = plan.local_world_size;
+  // A node's planned bytes: its ranks' shards (table_row_wise and grid_shard rows included).
   auto node_total = [&](int n) {
-    int64_t b = node_load[static_cast<size_t>(n)];
+    int64_t b = 0;
     for (int l = 0; l < lws; ++l) b += load[static_cast<size_t>(n * lws + l)];
     return b;
   };
@@ -242,13 +251,13 @@ ShardingPlan plan_sharding(const WorkloadSpec& spec) {
           tp.shards.push_back({n * lws + l, row_off, rows[static_cast<size_t>(l)], off, w});
           row_off += rows[static_cast<size_t>(l)];
         }
-        node_load[static_cast<size_t>(n)] += stored_bytes(t, t.rows(), w);
+        add_node_rows(t, n, w);
         off += w;
       }
     } else {  // table_row_wise without a node
-      int n = argmin_load(node_load);
+      const int n = argmin_node({});
       tp.node = n;
-      node_load[static_cast<size_t>(n)] += table_bytes(t);
+      add_node_rows(t, n, t.embedding_dim);
     }
   }
   // table_row_wise shards: rows split over the ranks of the table's node.

@@ -40,7 +40,8 @@ constexpr FigureInfo kFigures[] = {
     {"GPU kernels overlap % (HTA's comm/comp overlap)", "hta_overlap_pct"},
     {"peak allocated (largest rank)", "peak_allocated_bytes"},
     {"peak reserved (largest rank)", "peak_reserved_bytes"},
-    {"imbalance: ids looked up (max/mean)", "lookups_max_over_mean"},
+    {"imbalance: ids looked up (max/mean a step, mean over steps)", "lookups_max_over_mean_per_step"},
+    {"imbalance: ids looked up (max/mean of the run's totals)", "lookups_max_over_mean"},
     {"imbalance: lookup time (max/mean)", "lookup_time_max_over_mean"},
     {"loss (last measured step)", "loss_last_step"},
     {"held-out AUC", "held_out_auc"},
@@ -103,6 +104,8 @@ std::optional<double> compare_value(const ComparedSession& s, CompareFigure f) {
       return g ? std::optional<double>(g->mean_pct) : std::nullopt;
     }
     case CompareFigure::Overlap: return st.overlap_pct;
+    case CompareFigure::LookupImbalancePerStep:
+      return st.has_load ? std::optional<double>(st.lookups_max_over_mean_per_step) : std::nullopt;
     case CompareFigure::LookupImbalance: return st.has_load ? std::optional<double>(st.lookups_max_over_mean) : std::nullopt;
     case CompareFigure::LookupTimeImbalance:
       return st.has_load ? st.lookup_time_max_over_mean : std::nullopt;  // nullopt: not recorded ("-")

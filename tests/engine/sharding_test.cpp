@@ -2,7 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/planner/host_placement.h"
 #include "embedscope/engine/sharding/sharding.h"
+
+#include <fmt/format.h>
 
 using namespace embedscope::engine;
 
@@ -205,4 +208,81 @@ TEST(Memory, EstimateAndBreakdownError) {
   }
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");
   EXPECT_EQ(format_bytes(100), "100 B");
+}
+
+namespace {
+std::string fmt_name(const char* prefix, int i) { return fmt::format("{}{}", prefix, i); }
+// The hot-table workload's shape: hot 5,000 x 16 (312.5 KiB fp32), t0..t5 2,000 x 16 (125 KiB
+// each), 4 ranks in 2 nodes of 2, table_wise by default.
+WorkloadSpec hot_spec() {
+  WorkloadSpec s;
+  s.name = "hot";
+  s.tables.push_back({"hot", 5000, 16, Pooling::sum, {"f_hot"}});
+  s.features.push_back(FeatureSpec{"f_hot", {}, {}});
+  for (int i = 0; i < 6; ++i) {
+    s.tables.push_back({fmt_name("t", i), 2000, 16, Pooling::sum, {fmt_name("f", i)}});
+    s.features.push_back(FeatureSpec{fmt_name("f", i), {}, {}});
+  }
+  s.batch_size = 64;
+  s.devices.count = 4;
+  s.devices.memory_bytes = 1 << 30;
+  s.sharding.default_type = ShardingType::table_wise;
+  s.sharding.local_world_size = 2;
+  return s;
+}
+std::vector<int> table_wise_ranks(const ShardingPlan& p) {  // the rank of t0..t5
+  std::vector<int> r;
+  for (size_t i = 1; i < p.tables.size(); ++i) r.push_back(p.tables[i].shards.at(0).rank);
+  return r;
+}
+}  // namespace
+
+// A table_row_wise hot table counts on its node's ranks before the other tables are placed:
+// hot (320,000 B) first onto node 0 as 2 x 160,000 B on ranks 0, 1; then each 128,000 B table onto
+// the least-loaded rank: t0 -> 2, t1 -> 3 (0 < 160,000), t2 -> 2, t3 -> 3 (128,000 < 160,000),
+// t4 -> 0, t5 -> 1 (256,000 > 160,000): 288,000 B on every rank. (Round robin 0,1,2,3,0,1 before:
+// 416,000 / 416,000 / 128,000 / 128,000 B.)
+TEST(Plan, TableRowWiseOverrideCountsOnItsRanks) {
+  WorkloadSpec s = hot_spec();
+  s.sharding.per_table["hot"] = {ShardingType::table_row_wise, {}, -1};
+  ShardingPlan p = plan_sharding(s);
+  EXPECT_EQ(p.tables[0].node, 0);
+  EXPECT_EQ(table_wise_ranks(p), (std::vector<int>{2, 3, 2, 3, 0, 1}));
+  // pinned on node 1: ranks 2, 3 hold 160,000 B each, so t0 -> 0, t1 -> 1, t2 -> 0, t3 -> 1, t4 -> 2, t5 -> 3
+  s.sharding.per_table["hot"] = {ShardingType::table_row_wise, {}, 1};
+  p = plan_sharding(s);
+  EXPECT_EQ(p.tables[0].node, 1);
+  EXPECT_EQ(table_wise_ranks(p), (std::vector<int>{0, 1, 0, 1, 2, 3}));
+  // a grid_shard hot table: 4 column blocks of 4 on min(2 nodes, 16 / 4) = 2 nodes, 8 columns
+  // each, split by rows over the node's 2 ranks: 2,500 x 8 x 4 = 80,000 B on every rank; then
+  // round robin is the least-loaded order: 0, 1, 2, 3, 0, 1
+  s.sharding.per_table["hot"] = {ShardingType::grid_shard, {}, -1};
+  p = plan_sharding(s);
+  EXPECT_EQ(table_wise_ranks(p), (std::vector<int>{0, 1, 2, 3, 0, 1}));
+}
+
+// A host_cached hot table is placed by its device bytes (500 rows x 16 x 4 = 32,000 -> 32,256 B
+// in 512 B blocks), after the six 128,000 B tables (ranks 0, 1, 2, 3, 0, 1): onto rank 2 (128,000
+// B, the lower of ranks 2, 3), beside t2. Its 64 x 4 x 4 = 1,024 ids a step are 40% of 2,560;
+// rank 2 looks up 1,024 + 256 = 1,280 (50%): max/mean 1,280 / 640 = 2.00. The warning says so;
+// the same table on the device gets none (it is placed first, alone on rank 0).
+TEST(Plan, HostCachedHotTableBesideAnotherIsWarned) {
+  WorkloadSpec s = hot_spec();
+  s.sharding.local_world_size = 0;
+  s.features[0].pooling_factor = {true, 4.0, 4};
+  EXPECT_TRUE(host_table_placement_warnings(s, plan_sharding(s)).empty());
+  s.tables[0].placement = TablePlacement::host_cached;
+  s.tables[0].cache_load_factor = 0.1;
+  const ShardingPlan p = plan_sharding(s);
+  ASSERT_EQ(p.tables[0].shards.at(0).rank, 2);
+  const auto w = host_table_placement_warnings(s, p);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0],
+            "table \"hot\" (placement host_cached) is placed by its device bytes (its 31.5 KiB cache) and shares rank 2 "
+            "with \"t2\": it has 40.0% of the expected lookups, more than a rank's mean share 25.0%, and rank 2 50.0% "
+            "(ids max/mean 2.00 predicted); the planner does not count a table's lookups. Shard it row_wise (a "
+            "sharding override) to spread its lookups, or give the other tables ranks away from rank 2");
+  // pinned by the workload: its place is the user's
+  s.sharding.per_table["hot"] = {ShardingType::table_wise, {2}, -1};
+  EXPECT_TRUE(host_table_placement_warnings(s, plan_sharding(s)).empty());
 }

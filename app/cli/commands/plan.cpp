@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "lm.h"
+#include "embedscope/engine/planner/host_placement.h"
 #include "embedscope/engine/exec/backend.h"
 #include "embedscope/engine/exec/gpu_placement.h"
 #include "embedscope/engine/exec/host_memory_check.h"
@@ -235,6 +236,10 @@ int cmd_plan(WorkloadArgs& a, bool as_json, bool auto_plan, const std::vector<st
   if (!plan_file.empty()) es::apply_plan_file_storage(spec, plan_file);
   const es::ShardingPlan plan = plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
                                                   : es::load_plan_file(spec, plan_file);
+  // a hot table in host memory that the greedy plan puts beside other tables (planner/host_placement.h)
+  if (plan_file.empty())
+    for (const std::string& w : es::host_table_placement_warnings(spec, plan))
+      fmt::print(stderr, "warning: {}: {}\n", a.origin, w);
   const auto est = es::estimate_memory(spec, plan);
   // A plan that does not fit is still printed (what each device would need), then refused
   // (exit 2); with --json as one document that carries the error ("ended": "bad_input").

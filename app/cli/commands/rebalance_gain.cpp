@@ -115,4 +115,54 @@ std::string why_not_text(const es::WorkloadSpec& spec, const es::ShardingPlan& p
   return text;
 }
 
+RebalanceComm rebalance_comm(const es::WorkloadSpec& spec, const es::ShardingPlan& plan, const rb::Proposal& p,
+                             double saved_ns_per_step) {
+  RebalanceComm c;
+  if (p.moves.empty() && p.changes.empty()) return c;
+  c.timed = rb::comm_time_applies(spec);
+  try {
+    c.change = rb::comm_change(spec, plan, p.plan);
+  } catch (const std::exception& e) {
+    c.note = fmt::format("the planner's cost model could not time the plans ({}): the communication the moves add is "
+                         "not predicted",
+                         e.what());
+    c.timed = false;
+  }
+  if (c.change && !c.timed)
+    c.note = "no emulated network and no hardware profile in the workload: the time of the added communication on "
+             "these cpu ranks' links is not predicted (the model's default profile is h100_sxm's NVLink); compare "
+             "two runs to measure it";
+  c.step_change_ns = (c.timed && c.change ? static_cast<double>(c.change->added_ns()) : 0.0) - saved_ns_per_step;
+  c.slower = c.step_change_ns >= 0;
+  return c;
+}
+
+std::string comm_text(const es::WorkloadSpec& spec, const RebalanceComm& c) {
+  if (!c.change) return c.note;
+  const auto& ch = *c.change;
+  const int64_t db = ch.added_bytes();
+  std::string text = fmt::format("bytes sent a step (every rank) {} -> {} ({}{})", es::format_bytes(ch.before.bytes_sent),
+                                 es::format_bytes(ch.after.bytes_sent), db < 0 ? "-" : "+",
+                                 es::format_bytes(db < 0 ? -db : db));
+  if (!c.timed) return text + "; " + c.note;
+  std::string link;
+  if (spec.network.limited()) {
+    const auto one = [](const char* what, const es::LinkSpec& l) {
+      return !l.limited() ? std::string()
+                          : fmt::format("{} {}{}", what,
+                                        l.bandwidth_bytes_per_s > 0
+                                            ? fmt::format("{:g} B/s", static_cast<double>(l.bandwidth_bytes_per_s))
+                                            : std::string("unlimited"),
+                                        l.latency_ns > 0 ? fmt::format(", {:g} ms", 1e-6 * static_cast<double>(l.latency_ns))
+                                                         : std::string());
+    };
+    const std::string a = one("intra-node", spec.network.intra_node), b = one("inter-node", spec.network.inter_node);
+    link = fmt::format(", the session's network: {}{}{}", a, !a.empty() && !b.empty() ? "; " : "", b);
+  }
+  return text + fmt::format("; communication a step (the planner's cost model, profile {}{}: the sum over ranks' maxima "
+                            "of forward and backward comms, as plan --auto ranks plans) {:.2f} -> {:.2f} ms ({:+.2f} ms)",
+                            ch.profile, link, 1e-6 * static_cast<double>(ch.before.comm_ns),
+                            1e-6 * static_cast<double>(ch.after.comm_ns), 1e-6 * static_cast<double>(ch.added_ns()));
+}
+
 }  // namespace embedscope::cli

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "embedscope/engine/rebalance/comm_cost.h"
 #include "embedscope/engine/rebalance/policy.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "embedscope/engine/workload/spec.h"
@@ -46,6 +47,34 @@ RebalanceWork rebalance_work(const sessions::SessionReader& session, const std::
                              const engine::ShardingPlan& plan, const engine::rebalance::Proposal& p,
                              const std::vector<sessions::LoadCounter>& counters, int64_t first, int64_t last,
                              const std::vector<std::vector<engine::rebalance::RowCount>>& row_counts);
+
+/// What a proposal's communication costs against the work it saves (rebalance/comm_cost.h).
+struct RebalanceComm {
+  /// The planner model's communication of the plan in force and of the proposal; nullopt when the
+  /// proposal moves nothing or the model could not time it (`note` says why).
+  std::optional<engine::rebalance::CommChange> change;
+  /// The model's communication time applies to the session's links (comm_time_applies): an
+  /// emulated network or a named hardware profile. Else only the bytes are said.
+  bool timed = false;
+  /// Predicted change of the step, ns (negative: faster): the communication added (when timed)
+  /// minus the embedding work saved a step.
+  double step_change_ns = 0;
+  /// The proposal is predicted to make the step slower or no faster: step_change_ns >= 0 with
+  /// some move (a balance that saves no work is no faster, with or without communication).
+  bool slower = false;
+  std::string note;  ///< why the time is not predicted (no emulated network, the model failed), or ""
+};
+
+/// The communication of `plan` and of the proposal `p` (comm_change) and the predicted step
+/// change against `saved_ns_per_step` (RebalanceWork::saved_ns_per_step or the lookup gain).
+/// Never throws: a plan the model cannot time leaves `change` empty with the reason in `note`.
+RebalanceComm rebalance_comm(const engine::WorkloadSpec& spec, const engine::ShardingPlan& plan,
+                             const engine::rebalance::Proposal& p, double saved_ns_per_step);
+
+/// The `comm` line's text (after "comm         "): bytes sent a step before -> after, and with
+/// `timed` the model's communication time a step and the predicted step change. "" when
+/// c.change is empty and there is no note.
+std::string comm_text(const engine::WorkloadSpec& spec, const RebalanceComm& c);
 
 /// Why no whole-table move balances better: the heaviest table_wise table whose load alone
 /// exceeds the mean rank load (load x world > all load) and that `p` leaves whole. Not worth it:

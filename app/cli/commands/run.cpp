@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "interrupt.h"
 #include "lm.h"
+#include "embedscope/engine/planner/host_placement.h"
 #include "embedscope/engine/sharding/idle_ranks.h"
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/exec/launch/rank_env.h"
@@ -122,6 +123,10 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
     return plan_file.empty() ? with_origin(a.origin, [&] { return es::plan_sharding(spec); })
                              : es::load_plan_file(spec, plan_file);
   }();
+  // a hot table in host memory that the greedy plan puts beside other tables (planner/host_placement.h)
+  if (!auto_plan && plan_file.empty())
+    for (const std::string& w : es::host_table_placement_warnings(spec, plan))
+      fmt::print(stderr, "warning: {}: {}\n", a.origin, w);
   if (!process_from.empty()) output = rank_output(output, proc);
   if (output.empty()) output = default_session_name();
   embedscope::sessions::SessionWriter::check_path(output, overwrite);  // refuse before announcing the run

@@ -291,6 +291,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step, int64_
            {"exposed_comm_ns", st.exposed_comm_ns},
            // null without load counters (an imported trace): not measured, not balanced
            {"imbalance", {{"lookups_max_over_mean", st.has_load ? json(st.lookups_max_over_mean) : json()},
+                          {"lookups_max_over_mean_per_step", st.has_load ? json(st.lookups_max_over_mean_per_step) : json()},
                           {"lookup_time_max_over_mean", st.lookup_time_max_over_mean ? json(*st.lookup_time_max_over_mean)
                                                                                      : json(nullptr)},
                           // false: an imported trace, whose imbalance is in peer_waits (tester60c F2)
@@ -610,7 +611,9 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step, int64_
   if (imported)  // a trace has kernels and collectives, not the ids each rank looked up (tester60c F2: not "none")
     std::cout << "imbalance    " << no_load_imbalance_text(st) << "\n";
   else
-    std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f}; lookup time {}\n", st.lookups_max_over_mean,
+    std::cout << fmt::format("imbalance    ids looked up max/mean {:.2f} a step (each step's max/mean, mean over the "
+                             "steps; {:.2f} of the run's totals); lookup time {}\n",
+                             st.lookups_max_over_mean_per_step, st.lookups_max_over_mean,
                              st.lookup_time_max_over_mean ? fmt::format("max/mean {:.2f}", *st.lookup_time_max_over_mean)
                                                           : std::string("not recorded (no rank's load counters hold a lookup time)"));
   std::cout << straggler_line(st, counted) << "\n";  // who kept the others waiting in collectives (tester60c F2)

@@ -1,8 +1,10 @@
 #include "core/load_data.h"
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
+#include "embedscope/sessions/analysis/analysis.h"  // rank_list
 #include "embedscope/sessions/model/id_buckets.h"
 #include "embedscope/sessions/store/session.h"
 
@@ -51,6 +53,26 @@ RowHistogram row_histogram(const sessions::SessionReader& session, int table) {
     }
   } catch (const std::exception&) {
     h.shards.clear();  // no plan: the histogram without boundaries
+  }
+  // a live rebalance that re-sharded the table (tester63b F4: a table split row_wise after step 2
+  // read "table_wise on rank(s) 0" with no row ranges): the shards of its last change, which
+  // plan_change_records writes whole (one row per shard of the table's new plan)
+  int64_t last = -1;
+  const std::vector<sessions::PlanChangeRecord> changes = session.plan_changes();
+  for (const auto& c : changes)
+    if (c.table == table) last = std::max(last, c.step);
+  if (last >= 0) {
+    std::vector<int32_t> before;
+    for (const auto& s : h.shards) before.push_back(s.rank);
+    const std::string start_type = h.sharding_type.empty() ? std::string("unplanned") : h.sharding_type;
+    h.shards.clear();
+    for (const auto& c : changes) {
+      if (c.table != table || c.step != last) continue;
+      h.sharding_type = c.to_type;
+      h.shards.push_back({c.to_rank, c.row_offset, c.num_rows < 0 ? h.num_rows : c.num_rows});
+    }
+    h.plan_note = "from step " + std::to_string(last) + " (a live rebalance); " + start_type + " on rank(s) " +
+                  sessions::rank_list(before) + " before";
   }
   return h;
 }

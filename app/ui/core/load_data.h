@@ -24,7 +24,10 @@ struct RowHistogram {
     int32_t rank = 0;
     int64_t row_offset = 0, num_rows = 0;
   };
-  std::vector<ShardRows> shards;  ///< the table's shards in plan order
+  std::vector<ShardRows> shards;  ///< the table's shards in plan order: the plan in force at the run's end
+  /// A table a live rebalance re-sharded: how it started and from which step the shards above
+  /// hold, e.g. "from step 3 (a live rebalance); table_wise on rank(s) 0 before"; "" otherwise.
+  std::string plan_note;
   /// The rows where one shard's row range ends and another's begins (row_wise,
   /// table_row_wise and vocab_parallel tables; empty for the others, whose shards all span
   /// every row).
@@ -38,7 +41,10 @@ struct RowHistogram {
   size_t hottest_bucket() const;
 };
 
-/// The row histogram of table `table` (an index into sessions::workload_tables). Throws
+/// The row histogram of table `table` (an index into sessions::workload_tables), its shards those
+/// of the plan at the run's end: the last live rebalance's plan_changes rows of the table (one per
+/// shard of its new plan, plan_change_records) where one changed it, else the starting plan's
+/// (table `shards`), with plan_note saying how it started. Throws
 /// std::out_of_range naming the table index when the workload has no such table. A session
 /// without the id_histogram table (schema < 3) gives empty buckets: check
 /// SessionReader::has_id_histogram first.

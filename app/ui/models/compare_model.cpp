@@ -8,6 +8,8 @@ namespace embedscope::ui {
 static_assert(static_cast<int>(CompareModel::FigureCount) == sessions::kCompareFigureCount);
 static_assert(static_cast<int>(CompareModel::HostExposedComm) == static_cast<int>(sessions::CompareFigure::HostExposedComm));
 static_assert(static_cast<int>(CompareModel::HtaOverlap) == static_cast<int>(sessions::CompareFigure::HtaOverlap));
+static_assert(static_cast<int>(CompareModel::LookupImbalancePerStep) ==
+              static_cast<int>(sessions::CompareFigure::LookupImbalancePerStep));
 static_assert(static_cast<int>(CompareModel::LookupTimeImbalance) ==
               static_cast<int>(sessions::CompareFigure::LookupTimeImbalance));
 static_assert(static_cast<int>(CompareModel::WireBytesPerStep) == static_cast<int>(sessions::CompareFigure::WireBytesPerStep));

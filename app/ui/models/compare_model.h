@@ -29,7 +29,7 @@ class CompareModel : public QAbstractTableModel {
 
  public:
   enum Figure { StepMean, StepP50, StepP99, StepMin, StepMax, Throughput, ExposedComm, HostExposedComm, GpuBusy, Overlap, HtaOverlap, PeakAllocated,
-                PeakReserved, LookupImbalance, LookupTimeImbalance, Loss, HeldOutAuc, WireBytesPerStep, WireBytesPerToken,
+                PeakReserved, LookupImbalancePerStep, LookupImbalance, LookupTimeImbalance, Loss, HeldOutAuc, WireBytesPerStep, WireBytesPerToken,
                 FigureCount };
   /// `rates`: each session's throughput (throughput_of), one per stats entry; empty means every
   /// session's samples_per_s in samples (DLRM runs). A session whose rate has no unit is taken

@@ -487,7 +487,9 @@ void LoadView::rebuild_rows() {
   // ranges, at most 8 (tester42 F19: 1,024 ranks listed one by one made the page 31,674 px wide)
   std::vector<int32_t> shard_ranks;
   for (const auto& s : rows_.shards) shard_ranks.push_back(s.rank);
-  const QString ranks = QString::fromStdString(rank_ranges(shard_ranks));
+  // a table a live rebalance re-sharded: the plan at the end, and how it started (rows_.plan_note)
+  const QString ranks = QString::fromStdString(rank_ranges(shard_ranks)) +
+                        (rows_.plan_note.empty() ? QString() : QString(" %1").arg(QString::fromStdString(rows_.plan_note)));
   if (total == 0 && session_ && session_->meta(sessions::meta::kSimulated, "") == "1") {
     row_note_->setText(QString("%1 rows; ids per row not recorded: a simulated run draws no ids (its load above is the "
                                "expected ids of each shard); %2 on rank(s) %3")

@@ -382,7 +382,9 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                          ? QString("%1 %").arg(st.overlap_pct, 0, 'f', 1)
                          : QString("n/a (no communication)"))
                 .arg(QString::fromStdString(format_duration(st.exposed_comm_ns)))
-                .arg(origin.isEmpty() ? QString("imbalance (ids looked up max/mean) %1; %2")
+                .arg(origin.isEmpty() ? QString("imbalance (ids looked up max/mean) %1 a step (each step's max/mean, "
+                                                "mean over the steps; %2 of the run's totals); %3")
+                                            .arg(st.lookups_max_over_mean_per_step, 0, 'f', 2)
                                             .arg(st.lookups_max_over_mean, 0, 'f', 2)
                                             .arg(lookup_time_imbalance_text(st))  // as stats (tester63a F4)
                                       : QString("load imbalance not measured (a trace has no load counters)"))

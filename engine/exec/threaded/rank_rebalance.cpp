@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "embedscope/engine/rebalance/comm_cost.h"
 #include "embedscope/engine/rebalance/noise.h"
 #include "embedscope/engine/rebalance/reshard.h"
 #include "embedscope/engine/rebalance/type_change.h"
@@ -134,6 +135,10 @@ void Rank::after_step_rebalance(int64_t step, bool last) {
     rb::Proposal p = rb::propose(spec, plan_, load, spec.rebalance.max_bytes_per_move,
                                  by_time ? rb::imbalance_noise(window) : 0.0);
     if (by_time) rb::apply_noise_rule(p, spec, plan_, window);
+    // the communication the proposal adds (a split's reduce-scatter and all-gather, a move across
+    // a slow link), by the planner's cost model on the session's network, against the work its
+    // balance saves: a proposal predicted to make the step slower is not made (comm_cost.h)
+    rb::apply_comm_rule(p, spec, plan_, n, by_time);
     std::string refused;
     auto add = [&](const rb::RefusedMove& r) { refused += (refused.empty() ? "" : "; ") + r.reason; };
     if (p.worth_it()) {

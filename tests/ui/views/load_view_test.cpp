@@ -112,6 +112,43 @@ TEST(LoadView, RowHistogramWithShardBoundaries) {
   EXPECT_TRUE(old.rows().ids.empty());
 }
 
+// A table a live rebalance split row_wise after step 2: the histogram's shards are the plan at the
+// run's end (rows 0..499 on rank 0, 500..999 on rank 1, a boundary at 500), and the note says how
+// it started (it read "table_wise on rank(s) 0" with no row ranges).
+TEST(LoadView, RowHistogramOfATableSplitLiveShowsThePlanAtTheEnd) {
+  const auto path = std::filesystem::temp_directory_path() / ("es_ui_rows_live_" + std::to_string(getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    sessions::SessionWriter w(path.string());
+    w.set_metadata("world_size", "2");
+    w.set_metadata("workload_json", R"({"tables": [{"name": "t_a", "num_embeddings": 1000}]})");
+    w.set_metadata("sharding_plan_json",
+                   R"({"tables": [{"name": "t_a", "sharding_type": "table_wise", "shards": [)"
+                   R"({"rank": 0, "row_offset": 0, "num_rows": 1000}]}]})");
+    sessions::PlanChangeRecord a, b;
+    a.step = b.step = 3;
+    a.table_name = b.table_name = "t_a";
+    a.from_type = b.from_type = "table_wise";
+    a.to_type = b.to_type = "row_wise";
+    a.shard_index = 0, a.from_rank = 0, a.to_rank = 0, a.row_offset = 0, a.num_rows = 500;
+    b.shard_index = 1, b.from_rank = 0, b.to_rank = 1, b.row_offset = 500, b.num_rows = 500, b.bytes = 32000;
+    sessions::RebalanceRecord rec;
+    rec.step = 2;
+    rec.moves = 1;
+    w.add_rebalances({rec}, {a, b});
+    w.add_id_histogram({{0, 0, 0, 0, 4, 5}});
+    w.close("complete");
+  }
+  sessions::SessionReader r(path.string());
+  const RowHistogram h = row_histogram(r, 0);
+  EXPECT_EQ(h.sharding_type, "row_wise");
+  ASSERT_EQ(h.shards.size(), 2u);
+  EXPECT_EQ(h.shards[1].rank, 1);
+  EXPECT_EQ(h.shards[1].row_offset, 500);
+  EXPECT_EQ(h.boundaries(), (std::vector<int64_t>{500}));
+  EXPECT_EQ(h.plan_note, "from step 3 (a live rebalance); table_wise on rank(s) 0 before");
+}
+
 TEST(LoadData, AggregatesPerShardPerStepAndImbalance) {
   // the aggregation itself: sessions/analysis/load_imbalance_test.cpp
   const std::string path = test_support::load_session();

@@ -191,7 +191,16 @@ struct RunStats {
   std::vector<OpSelfTime> top_ops;
   double overlap_pct = 0;          ///< over all ranks and steps
   int64_t exposed_comm_ns = 0;     ///< mean over ranks of each rank's total exposed communication
-  double lookups_max_over_mean = 1;      ///< ids looked up per rank: max / mean (1 = balanced)
+  /// ids looked up per rank over the whole run (the counted steps' totals): max / mean (1 =
+  /// balanced). A run whose heaviest rank changed (a live rebalance) can read balanced here while
+  /// every step was not: lookups_max_over_mean_per_step is the figure a straggler costs.
+  double lookups_max_over_mean = 1;
+  /// The mean over the counted steps (those that looked something up; through common_last_step
+  /// where the ranks hold different steps) of each step's max / mean of the ranks' ids looked up;
+  /// the totals' figure when no step has load counters. Example: a step of [1024, 512, 512, 512]
+  /// (1.60) then one of [512, 1024, 512, 512] (1.60): 1.60 a step, where the totals [1536, 1536,
+  /// 1024, 1024] give 1536 / 1280 = 1.20.
+  double lookups_max_over_mean_per_step = 1;
   /// Lookup time per rank (load_counters.lookup_ns): max / mean; nullopt when no rank recorded
   /// any (every lookup_ns 0: lm_embedding sessions before tester47 F16, sessions without load
   /// counters) - "not recorded", never a balanced 1.

@@ -94,7 +94,9 @@ enum class CompareFigure : int {
   HtaOverlap,           ///< ComparedSession::hta_overlap_pct (imported traces only; tester48 F13)
   PeakAllocated,        ///< RunStats::peak_allocated_bytes (the largest rank)
   PeakReserved,         ///< RunStats::peak_reserved_bytes (the largest rank)
-  LookupImbalance,      ///< RunStats::lookups_max_over_mean
+  /// RunStats::lookups_max_over_mean_per_step: each step's max/mean, averaged over the steps
+  LookupImbalancePerStep,
+  LookupImbalance,      ///< RunStats::lookups_max_over_mean (the run's totals)
   LookupTimeImbalance,  ///< RunStats::lookup_time_max_over_mean
   Loss,                 ///< RunStats::loss of the last measured step (tester41 #20)
   HeldOutAuc,           ///< RunStats::held_out_auc
