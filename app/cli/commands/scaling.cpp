@@ -3,6 +3,7 @@
 // the embedding communication share of the step, memory per GPU.
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -14,6 +15,8 @@
 
 #include "commands.h"
 #include "output_guard.h"
+#include "profile_trust_text.h"
+#include "embedscope/engine/cost/profile_trust.h"
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/scaling_study.h"
 #include "embedscope/engine/sharding/idle_ranks.h"
@@ -47,11 +50,49 @@ struct ScalingState {
 std::string point_row(const es::ScalingPoint& p) {
   const std::string head = fmt::format("{:<17} {:>5} {:>5}", es::to_string(p.sharding), p.gpus, p.nodes);
   if (!p.error.empty()) return fmt::format("{}  {}", head, p.error);
-  return fmt::format("{} {:>11} {:>12.0f} {:>9.0f} {:>7.1f}% {:>8.1f}% {:>6.1f}% {:>11} {:>11}  {}", head, ms(p.step_time_ns),
+  return fmt::format("{} {:>11} {:>12.0f} {:>9.0f} {:>7.1f}% {:>8.1f}% {:>6.1f}% {:>11} {:>11}  {:<9}{}", head, ms(p.step_time_ns),
                      p.samples_per_s, p.samples_per_s / p.gpus, 100 * p.scaling_efficiency,
                      100 * p.embedding_comm_share, 100 * p.comm_share, sessions::format_bytes(p.wire_bytes_per_step),
                      sessions::format_bytes(p.memory_bytes_per_gpu),
-                     p.placement == "greedy" ? "bytes" : "time");
+                     p.placement == "greedy" ? "bytes" : "time",
+                     p.step_time_high_ns > 0 ? fmt::format(" {:.3g} .. {:.3g} ms", p.step_time_low_ns / 1e6,
+                                                           p.step_time_high_ns / 1e6)
+                                             : std::string());
+}
+
+// The study run again on each corner of the profile's assumed figures (cost/profile_trust.h
+// assumption_corner; tester63d F6): (sharding, gpus) -> {fast, slow} step p50, ns. Empty when the
+// profile has no assumed figure.
+std::map<std::pair<es::ShardingType, int>, std::pair<int64_t, int64_t>> assumption_ranges(
+    const es::WorkloadSpec& spec, const es::ScalingStudyOptions& o, const es::HardwareProfile& hw) {
+  std::map<std::pair<es::ShardingType, int>, std::pair<int64_t, int64_t>> out;
+  if (es::assumed_figures(hw).empty()) return out;
+  for (const bool slow : {false, true}) {
+    es::ScalingStudyOptions corner = o;
+    corner.session_dir.clear();
+    corner.on_point = {};
+    const std::string file = write_temporary_profile(es::assumption_corner(hw, slow), slow ? "scaling_slow" : "scaling_fast");
+    corner.hardware = file;
+    std::vector<es::ScalingPoint> points;
+    try {
+      points = es::run_scaling_study(spec, corner);
+    } catch (...) {
+      std::remove(file.c_str());
+      throw;
+    }
+    std::remove(file.c_str());
+    for (const auto& p : points)
+      if (p.error.empty()) (slow ? out[{p.sharding, p.gpus}].second : out[{p.sharding, p.gpus}].first) = p.step_time_ns;
+  }
+  return out;
+}
+
+void set_range(es::ScalingPoint& p,
+               const std::map<std::pair<es::ShardingType, int>, std::pair<int64_t, int64_t>>& ranges) {
+  const auto it = ranges.find({p.sharding, p.gpus});
+  if (!p.error.empty() || it == ranges.end() || it->second.first <= 0 || it->second.second <= 0) return;
+  p.step_time_low_ns = std::min({it->second.first, it->second.second, p.step_time_ns});
+  p.step_time_high_ns = std::max({it->second.first, it->second.second, p.step_time_ns});
 }
 
 int cmd_scaling(ScalingState& s) {
@@ -76,6 +117,10 @@ int cmd_scaling(ScalingState& s) {
   o.overwrite = s.overwrite;
   const es::HardwareProfile hw = simulate_profile(a);
   const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
+  // how far to trust the study's times (tester63d F1, F3, F6): the calibrated profile's error band,
+  // the assumed figures and each point's step with them moved
+  const auto ranges = assumption_ranges(spec, o, hw);
+  const std::string note = es::profile_trust_json(hw)["note"].get<std::string>();
   if (!s.json) {
     // the header with the first point, so that a study refused before any point runs prints
     // only its error (tester44 F9)
@@ -83,11 +128,14 @@ int cmd_scaling(ScalingState& s) {
         fmt::format("scaling study: {} on simulated {} ({} GPU{} per node); {} samples per GPU per step (weak scaling), {} "
                     "measured steps\n",
                     spec.name, hw.name, per_node, per_node == 1 ? "" : "s", spec.batch_size, spec.steps) +
-        fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11} {:>11}  {}\n", "sharding", "GPUs", "nodes",
-                    "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "wire/step", "memory/GPU", "placed by");
-    o.on_point = [header, n_tables = spec.tables.size(), printed = false](const es::ScalingPoint& p) mutable {
+        (note.empty() ? std::string() : "trust: " + note + "\n") +
+        fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11} {:>11}  {:<9}{}\n", "sharding", "GPUs", "nodes",
+                    "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "wire/step", "memory/GPU", "placed by",
+                    ranges.empty() ? "" : fmt::format(" assumed x{:g}..x{:g}", 1 / es::kAssumptionFactor, es::kAssumptionFactor));
+    o.on_point = [header, n_tables = spec.tables.size(), printed = false, &ranges](es::ScalingPoint p) mutable {
       if (!printed) std::cout << header;
       printed = true;
+      set_range(p, ranges);
       std::cout << point_row(p) << std::endl;
       // the tables the search did not give the point's type (tester44 F4), under the row
       if (!p.other_types.empty()) {
@@ -120,7 +168,8 @@ int cmd_scaling(ScalingState& s) {
                                  p.ranks_without_rows.size() == 1 ? "joins" : "join");
     };
   }
-  const auto points = es::run_scaling_study(spec, o);
+  auto points = es::run_scaling_study(spec, o);
+  for (auto& p : points) set_range(p, ranges);
   // a point whose session could not be written (a full disk) fails the study: exit 1, after its
   // table, naming the file, the reason and the sessions that were written (tester50 F5: exit 2
   // with SQLite's bare text at the first point, exit 0 at a later one)
@@ -134,7 +183,8 @@ int cmd_scaling(ScalingState& s) {
     return 1;
   };
   if (s.json) {
-    const json j = es::to_json(es::ScalingStudy{spec.name, hw.name, per_node, spec.batch_size, spec.steps, points});
+    json j = es::to_json(es::ScalingStudy{spec.name, hw.name, per_node, spec.batch_size, spec.steps, points, note});
+    j["profile_trust"] = es::profile_trust_json(hw);
     std::cout << dump(j) << "\n";
     return failed != points.end() ? write_failure() : 0;
   }
