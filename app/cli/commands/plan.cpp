@@ -197,7 +197,7 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
                              1e-6 * static_cast<double>(r.runner_up_critical_path_ns),
                              1e-6 * static_cast<double>(r.runner_up_critical_path_ns - r.stats.critical_path_ns));
   std::cout << es::to_text(r.stats);
-  std::cout << step_trust_text(hw, trust);  // "profile ..." / "assumed ...": the critical path's trust
+  std::cout << step_trust_text(hw, trust, "critical path");  // "profile ..." / "assumed ...": its trust
   if (spec.devices.backend != es::Backend::simulated && spec.devices.hardware.empty())
     std::cout << fmt::format("(cpu ranks: the times are relative costs from hardware profile {}, not this machine's)\n",
                              es::kDefaultPlanningProfile);

@@ -27,18 +27,18 @@ StepTrust step_trust(const es::HardwareProfile& hw, int64_t p50_ns,
   return t;
 }
 
-std::string step_trust_text(const es::HardwareProfile& hw, const StepTrust& t) {
+std::string step_trust_text(const es::HardwareProfile& hw, const StepTrust& t, const std::string& what) {
   std::string out;
   if (const std::string band = es::error_band_text(hw); !band.empty()) {
     out += fmt::format("profile      {}", band);
     if (t.measured_band)
-      out += fmt::format("; so a measured step of {} .. {}", ms(static_cast<double>(t.measured_band->first)),
+      out += fmt::format("; so a measured {} of {} .. {}", what == "step p50" ? "step" : what, ms(static_cast<double>(t.measured_band->first)),
                          ms(static_cast<double>(t.measured_band->second)));
     out += "\n";
   }
   if (const std::string a = es::assumptions_text(hw); !a.empty()) {
     out += fmt::format("assumed      {}", a);
-    if (t.assumed_range) out += "; step p50 " + es::assumption_range_text(t.assumed_range->first, t.assumed_range->second);
+    if (t.assumed_range) out += "; " + what + " " + es::assumption_range_text(t.assumed_range->first, t.assumed_range->second);
     out += "\n";
   }
   return out;

@@ -26,8 +26,9 @@ StepTrust step_trust(const engine::HardwareProfile& hw, int64_t p50_ns,
                      const std::function<int64_t(const engine::HardwareProfile&)>& p50_on);
 
 /// The lines run prints under "throughput", each starting with a 13-column label ("profile",
-/// "assumed"); "" when the profile is neither calibrated nor has assumed figures.
-std::string step_trust_text(const engine::HardwareProfile& hw, const StepTrust& t);
+/// "assumed"); "" when the profile is neither calibrated nor has assumed figures. `what` names the
+/// figure the range is of ("step p50"; plan --auto: "critical path").
+std::string step_trust_text(const engine::HardwareProfile& hw, const StepTrust& t, const std::string& what = "step p50");
 
 /// profile_trust_json(hw) with "measured_step_band_ns" and "assumption_step_range_ns" ([low, high]
 /// or null).

@@ -101,7 +101,8 @@ struct CalibrationFit {
   std::string note;         ///< how the rate was obtained
   /// The coefficients the samples determine it with: a compute class's rate, the item
   /// coefficients fitted beside it on its ops and the launch all classes share (so 2 at least);
-  /// an item coefficient the same as its class; a link's latency and bandwidth (+ the call's wait
+  /// an item coefficient 2, its own and the rate its ops' bytes carry (the launch is pinned by
+  /// every op); a link's latency and bandwidth (+ the call's wait
   /// for a core when fitted). Fewer samples than parameters: the fit is undetermined.
   int parameters = 0;
   double r2 = 0;            ///< R^2 of the least squares it is part of (the compute fit, or the link's)
