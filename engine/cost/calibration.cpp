@@ -133,6 +133,7 @@ json to_json(const HardwareProfile& p) {
     j["gpu"]["dense_tf32_efficiency"] = p.gpu.dense_tf32_efficiency;
   }
   if (!p.sources.empty()) j["sources"] = p.sources;
+  if (!p.fit_quality_json.empty()) j["fit_quality"] = json::parse(p.fit_quality_json);  // calibrate's record of its fit
   return j;
 }
 
@@ -409,8 +410,17 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
   cal.handoff_ns = hw.cpu.handoff_ns;
   cal.handoff_samples = static_cast<int>(handoffs.size());
   cal.sync_lag_ns = sync_lag;
+  // each compute class's parameters: its rate, the launch every class shares and the item
+  // coefficients fitted on its ops (lookup: bags and row lines; optimizer: update lines; the memory
+  // kernels: the input's ids and bucketize's items)
+  constexpr std::array<int, kWorkKinds> kItemClass = {kLookup, kMemory, kMemory, kTbeBackward, kLookup};
+  std::array<int, kClasses> class_parameters{};
+  for (size_t c = 0; c < kClasses; ++c) class_parameters[c] = 2;
+  for (size_t w = 0; w < kWorkKinds; ++w)
+    if (cf.item_count[w] > 0 && cf.item_ns[w] > 0) ++class_parameters[static_cast<size_t>(kItemClass[w])];
   for (size_t c = 0; c < kClasses; ++c)
-    cal.fits.push_back({kClassNames[c], cf.count[c], cf.rate[c] / cal.step_scale, cf.fitted[c], cf.note[c]});
+    cal.fits.push_back({kClassNames[c], cf.count[c], cf.rate[c] / cal.step_scale, cf.fitted[c], cf.note[c],
+                        class_parameters[c], cf.r2});
   for (size_t w = 0; w < kWorkKinds; ++w)
     if (cf.item_count[w] > 0) {
       const double item_ns = cf.item_ns[w] * cal.step_scale;
@@ -419,11 +429,25 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
                                                     cf.item_count[w])
                           : !cf.item_note[w].empty()
                               ? cf.item_note[w]
-                              : "0: the least squares gave it no positive slope (the bytes explain the time)"});
+                              : "0: the least squares gave it no positive slope (the bytes explain the time)",
+                          item_ns > 0 ? 2 : 0, cf.r2});  // its own coefficient and its ops' rate
     }
-  if (intra.ok) cal.fits.push_back({"intra_node", intra.samples, hw.intra_node.bus_bandwidth_bytes_per_s, intra.fitted, intra.note});
-  if (inter.ok) cal.fits.push_back({"inter_node", inter.samples, hw.inter_node.bus_bandwidth_bytes_per_s, inter.fitted, inter.note});
+  if (intra.ok)
+    cal.fits.push_back({"intra_node", intra.samples, hw.intra_node.bus_bandwidth_bytes_per_s, intra.fitted, intra.note,
+                        intra.fitted ? 2 + (intra.wait_fitted ? 1 : 0) : 0, intra.r2});
+  if (inter.ok)
+    cal.fits.push_back({"inter_node", inter.samples, hw.inter_node.bus_bandwidth_bytes_per_s, inter.fitted, inter.note,
+                        inter.fitted ? 2 + (inter.wait_fitted ? 1 : 0) : 0, inter.r2});
   cal.collective_r2 = intra.ok ? intra.r2 : inter.r2;
+  // values the searches left at the top of their interval: not determined by the data (tester63d
+  // F2: the sync lag at exactly 3 ms on a noisy machine, reported as fitted)
+  const bool lag_at_bound = sync_lag >= kMaxSyncLagNs - 2e3;  // the golden-section search's tolerance is 1e3
+  if (lag_at_bound) cal.at_bound.push_back({"/cpu/sync_lag_ns", sync_lag, kMaxSyncLagNs});
+  if (penalty_identifiable && penalty >= kMaxPenalty - 2e-3)
+    cal.at_bound.push_back({"/cpu/oversubscription_penalty", penalty, kMaxPenalty});
+  if (!measured && rank_counts.size() >= 2 && best >= hi - 2e-3 * cores)
+    cal.at_bound.push_back({"/cpu/background_threads", best, hi});
+  for (const auto& sd : data) cal.session_steps.push_back(session_steps(sd.path));
 
   // ---- where each number comes from
   std::string loads;
@@ -501,9 +525,12 @@ Calibration calibrate(const std::vector<std::string>& session_paths, const std::
            : std::string("0, not fitted: it needs the sessions' measured load (cpu_self_cores, cpu_other_cores) and "
                          "two or more rank counts")},
       {"/cpu/sync_lag_ns",
-       fmt::format("fitted: the value in [0, {:g}] ns for which the sessions simulated at their loads wait for their "
+       fmt::format("{}: the value in [0, {:g}] ns for which the sessions simulated at their loads wait for their "
                    "collectives' last member as long as measured (the members' mean wait per call; least squares of "
                    "log((simulated + 10 us) / (measured + 10 us))); not step-scaled",
+                   lag_at_bound ? "AT ITS SEARCH BOUND, not determined by the data (the sessions wait longer than "
+                                  "the model can explain)"
+                                : "fitted",
                    kMaxSyncLagNs)},
       {"/cpu/other_groups",
        measured ? fmt::format("measured: the median over the sessions of cpu_other_cores / cpu_self_cores (the cores "
@@ -545,7 +572,9 @@ CalibrationCheck check_calibration(const std::string& session_path, const std::s
                            ss::plan_types(nlohmann::json::parse(reader.meta(ss::meta::kShardingPlanJson), nullptr, false)),
                            to_string(l.spec.pipeline),
                            l.spec.network.limited() ? ", emulated network" : "");
+  c.config = fmt::format("{}, batch {}", c.workload, l.spec.batch_size);
   c.measured_ns = measured_step_ns(reader, session_path);
+  c.slowest_ns = session_steps(session_path).slowest_ns;
   c.measured_comm_ns = comm_step_ns(reader);
   TempFile out{(std::filesystem::temp_directory_path() / fmt::format("embedscope_calibrate_check_{}.db", getpid())).string()};
   c.simulated_ns = simulate_session(l, session_path, profile_path, out.path);

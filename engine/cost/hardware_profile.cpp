@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/engine/cost/profile_trust.h"
 #include "embedscope/engine/workload/json_kind.h"
 #include "embedscope/engine/workload/spec_error.h"
 #include "workload/checker.h"
@@ -131,7 +132,8 @@ void read_host_work(const json& gpu, const Fields& g, GpuProfile& out) {
 }
 
 HardwareProfile from_json(const json& j, const std::string& origin) {
-  Fields top(j, origin, "", {"name", "description", "gpu", "cluster", "intra_node", "inter_node", "host_link", "cpu", "sources"});
+  Fields top(j, origin, "", {"name", "description", "gpu", "cluster", "intra_node", "inter_node", "host_link", "cpu", "sources",
+                                 "fit_quality"});
   HardwareProfile p;
   p.name = top.text("name");
   if (p.name.find_first_not_of(" \t\r\n") == std::string::npos)  // tester46 F6: shown as "(hardware profile )"
@@ -181,6 +183,11 @@ HardwareProfile from_json(const json& j, const std::string& origin) {
       if (!v.is_string()) top.fail("/sources/" + k, "must be a string (a citation)");
       p.sources[k] = v.get<std::string>();
     }
+  }
+  if (j.contains("fit_quality")) {  // calibrate's record of its fit (cost/profile_trust.h reads it)
+    if (!j.at("fit_quality").is_object()) top.fail("/fit_quality", "must be an object (embedscope calibrate's record of its fit)");
+    p.fit_quality_json = j.at("fit_quality").dump();
+    check_fit_quality(p, origin);  // its error band readable, or refused naming the field
   }
   return p;
 }

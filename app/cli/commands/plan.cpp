@@ -25,6 +25,7 @@
 #include "embedscope/engine/sharding/plan_json.h"
 #include "embedscope/engine/sharding/sharding.h"
 #include "output/output.h"
+#include "profile_trust_text.h"
 #include "workload_args.h"
 
 namespace embedscope::cli {
@@ -149,6 +150,12 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
   const es::PlanSearchResult& r = sr.search;
   const auto est = es::estimate_memory(spec, r.plan);
   const HostVerdict host = host_verdict(spec, est);  // of the chosen plan, as plain plan's (tester52 F3)
+  // how far to trust the critical path (tester63d F1, F3, F6): the profile's error band or assumed
+  // figures, and the chosen plan's critical path with them moved (plan_stats on each corner)
+  const es::HardwareProfile hw = es::planning_profile(spec);
+  const StepTrust trust = step_trust(hw, r.stats.critical_path_ns, [&](const es::HardwareProfile& corner) {
+    return es::plan_stats(spec, r.plan, corner).critical_path_ns;
+  });
   if (as_json) {
     json j = es::to_json(spec, r.plan);
     j["table_storage"] = table_storage_estimate_json(spec, r.plan);
@@ -170,6 +177,7 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
     j["backend_requested"] = es::to_string(a.requested_backend);
     add_host_verdict_json(j, host);
     add_storage_json(j, sr);
+    j["profile_trust"] = step_trust_json(hw, trust);
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return 0;
   }
@@ -198,6 +206,7 @@ int cmd_plan_auto(WorkloadArgs& a, bool as_json, const std::vector<std::string>&
                              1e-6 * static_cast<double>(r.runner_up_critical_path_ns),
                              1e-6 * static_cast<double>(r.runner_up_critical_path_ns - r.stats.critical_path_ns));
   std::cout << es::to_text(r.stats);
+  std::cout << step_trust_text(hw, trust, "critical path");  // "profile ..." / "assumed ...": its trust
   if (spec.devices.backend != es::Backend::simulated && spec.devices.hardware.empty())
     std::cout << fmt::format("(cpu ranks: the times are relative costs from hardware profile {}, not this machine's)\n",
                              es::kDefaultPlanningProfile);

@@ -39,6 +39,7 @@
 #include "output/output.h"
 #include "output/rebalance_text.h"
 #include "output_guard.h"
+#include "profile_trust_text.h"
 #include "run_common.h"
 #include "run_process.h"
 #include "workload_args.h"
@@ -250,6 +251,36 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   if (skipped > 0)
     fmt::print(stderr, "warning: {} malformed input line(s) skipped (input.malformed_lines skip), per step: {}\n", skipped,
                fmt::join(r.skipped_lines_per_step, " "));
+  // how far to trust a simulated step (tester63d F1, F3, F6): the calibrated profile's error band,
+  // the built-in profile's assumed figures and the step with them moved (the simulator run again)
+  std::optional<StepTrust> trust;
+  std::optional<es::HardwareProfile> trust_hw;
+  if (simulated) {
+    trust_hw = es::load_hardware_profile(spec.devices.hardware);
+    // the corners only after a complete run, and of at most 10 steps (a simulated GPU step repeats itself)
+    const bool corners = r.ended == es::RunEnd::complete;
+    trust = step_trust(*trust_hw, d.p50, !corners ? std::function<int64_t(const es::HardwareProfile&)>() : [&](const es::HardwareProfile& corner) {
+      const std::string file = write_temporary_profile(corner, "run_assumed");
+      es::WorkloadSpec again = spec;
+      again.steps = std::min<int64_t>(spec.steps, 10);
+      again.devices.hardware = file;
+      es::TrainerOptions quiet;
+      quiet.keep_events = false;
+      es::RunResult c;
+      try {
+        c = es::run_training(again, plan, quiet);
+      } catch (...) {
+        std::remove(file.c_str());
+        throw;
+      }
+      std::remove(file.c_str());
+      const auto counted = embedscope::sessions::steady_state_steps(
+          c.step_time_ns, embedscope::sessions::drain_steps_run(es::to_string(spec.pipeline), es::to_string(c.ended),
+                                                                again.steps,
+                                                                static_cast<int64_t>(c.step_time_ns.size()) - 1));
+      return embedscope::sessions::summarize(counted.counted).p50;
+    });
+  }
   if (as_json) {
     const json overlap = pipeline_json(spec);  // pipeline, qcomms, network
     json j{{"ended", es::to_string(r.ended)},
@@ -269,6 +300,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
            {"samples_per_s", sps},
            {"drain_steps", steady.drain_left_out},
            {"simulated", simulated},
+           {"profile_trust", trust ? step_trust_json(*trust_hw, *trust) : json()},
            {"loss_first", r.loss.empty() ? json() : json(r.loss.front())},
            {"loss_last", r.loss.empty() ? json() : json(r.loss.back())},
            {"loss", r.loss},
@@ -311,6 +343,7 @@ int cmd_run(WorkloadArgs& a, bool as_json, std::string output, bool overwrite, c
   std::cout << embedscope::sessions::drain_steps_text(es::to_string(spec.pipeline), static_cast<int64_t>(r.step_time_ns.size()),
                                                       steady.drain_left_out, steady.all_drain);
   std::cout << fmt::format("throughput   {} samples/s{}\n", embedscope::sessions::format_rate(sps), simulated ? " (SIMULATED)" : "");
+  if (trust) std::cout << step_trust_text(*trust_hw, *trust);
   if (r.loss.empty())
     std::cout << "loss         none (simulated: nothing is trained)\n";
   else

@@ -3,6 +3,7 @@
 // the embedding communication share of the step, memory per GPU.
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -14,6 +15,8 @@
 
 #include "commands.h"
 #include "output_guard.h"
+#include "profile_trust_text.h"
+#include "embedscope/engine/cost/profile_trust.h"
 #include "embedscope/engine/cost/hardware_profile.h"
 #include "embedscope/engine/exec/scaling_study.h"
 #include "embedscope/engine/sharding/idle_ranks.h"
@@ -54,6 +57,58 @@ std::string point_row(const es::ScalingPoint& p) {
                      p.placement == "greedy" ? "bytes" : "time");
 }
 
+// At most this many measured steps when the study runs again on the corners (a simulated step
+// of a GPU profile repeats itself; a study of 100,000,000 steps is not run three times).
+constexpr int64_t kCornerSteps = 10;
+
+// The study run again, after it ran, on each corner of the profile's assumed figures
+// (cost/profile_trust.h assumption_corner; tester63d F6) for the points that ran: (sharding, gpus)
+// -> {fast, slow} step p50, ns. Empty when the profile has no assumed figure or the study was
+// cancelled.
+std::map<std::pair<es::ShardingType, int>, std::pair<int64_t, int64_t>> assumption_ranges(
+    es::WorkloadSpec spec, const es::ScalingStudyOptions& o, const es::HardwareProfile& hw,
+    const std::vector<es::ScalingPoint>& ran) {
+  std::map<std::pair<es::ShardingType, int>, std::pair<int64_t, int64_t>> out;
+  if (es::assumed_figures(hw).empty() || (o.cancel && o.cancel->load())) return out;
+  spec.steps = std::min(spec.steps, kCornerSteps);
+  for (const bool slow : {false, true}) {
+    es::ScalingStudyOptions corner = o;
+    corner.session_dir.clear();
+    corner.on_point = {};
+    corner.gpus.clear();
+    corner.shardings.clear();
+    for (const auto& p : ran) {
+      if (!p.error.empty()) continue;
+      if (std::find(corner.gpus.begin(), corner.gpus.end(), p.gpus) == corner.gpus.end()) corner.gpus.push_back(p.gpus);
+      if (std::find(corner.shardings.begin(), corner.shardings.end(), p.sharding) == corner.shardings.end())
+        corner.shardings.push_back(p.sharding);
+    }
+    if (corner.gpus.empty()) return out;
+    std::sort(corner.gpus.begin(), corner.gpus.end());
+    const std::string file = write_temporary_profile(es::assumption_corner(hw, slow), slow ? "scaling_slow" : "scaling_fast");
+    corner.hardware = file;
+    std::vector<es::ScalingPoint> points;
+    try {
+      points = es::run_scaling_study(spec, corner);
+    } catch (...) {
+      std::remove(file.c_str());
+      throw;
+    }
+    std::remove(file.c_str());
+    for (const auto& p : points)
+      if (p.error.empty()) (slow ? out[{p.sharding, p.gpus}].second : out[{p.sharding, p.gpus}].first) = p.step_time_ns;
+  }
+  return out;
+}
+
+void set_range(es::ScalingPoint& p,
+               const std::map<std::pair<es::ShardingType, int>, std::pair<int64_t, int64_t>>& ranges) {
+  const auto it = ranges.find({p.sharding, p.gpus});
+  if (!p.error.empty() || it == ranges.end() || it->second.first <= 0 || it->second.second <= 0) return;
+  p.step_time_low_ns = std::min({it->second.first, it->second.second, p.step_time_ns});
+  p.step_time_high_ns = std::max({it->second.first, it->second.second, p.step_time_ns});
+}
+
 int cmd_scaling(ScalingState& s) {
   WorkloadArgs& a = s.args;
   if (!a.was_given("--simulate"))
@@ -76,6 +131,9 @@ int cmd_scaling(ScalingState& s) {
   o.overwrite = s.overwrite;
   const es::HardwareProfile hw = simulate_profile(a);
   const int per_node = o.gpus_per_node > 0 ? o.gpus_per_node : hw.gpus_per_node;
+  // how far to trust the study's times (tester63d F1, F3, F6): the calibrated profile's error band
+  // and the assumed figures (above the table); each point's step with them moved (after it)
+  const std::string note = es::profile_trust_json(hw)["note"].get<std::string>();
   if (!s.json) {
     // the header with the first point, so that a study refused before any point runs prints
     // only its error (tester44 F9)
@@ -83,6 +141,7 @@ int cmd_scaling(ScalingState& s) {
         fmt::format("scaling study: {} on simulated {} ({} GPU{} per node); {} samples per GPU per step (weak scaling), {} "
                     "measured steps\n",
                     spec.name, hw.name, per_node, per_node == 1 ? "" : "s", spec.batch_size, spec.steps) +
+        (note.empty() ? std::string() : "trust: " + note + "\n") +
         fmt::format("{:<17} {:>5} {:>5} {:>11} {:>12} {:>9} {:>8} {:>9} {:>7} {:>11} {:>11}  {}\n", "sharding", "GPUs", "nodes",
                     "step p50", "samples/s", "per GPU", "scaling", "emb comm", "comm", "wire/step", "memory/GPU", "placed by");
     o.on_point = [header, n_tables = spec.tables.size(), printed = false](const es::ScalingPoint& p) mutable {
@@ -120,7 +179,9 @@ int cmd_scaling(ScalingState& s) {
                                  p.ranks_without_rows.size() == 1 ? "joins" : "join");
     };
   }
-  const auto points = es::run_scaling_study(spec, o);
+  auto points = es::run_scaling_study(spec, o);
+  const auto ranges = assumption_ranges(spec, o, hw, points);
+  for (auto& p : points) set_range(p, ranges);
   // a point whose session could not be written (a full disk) fails the study: exit 1, after its
   // table, naming the file, the reason and the sessions that were written (tester50 F5: exit 2
   // with SQLite's bare text at the first point, exit 0 at a later one)
@@ -134,7 +195,8 @@ int cmd_scaling(ScalingState& s) {
     return 1;
   };
   if (s.json) {
-    const json j = es::to_json(es::ScalingStudy{spec.name, hw.name, per_node, spec.batch_size, spec.steps, points});
+    json j = es::to_json(es::ScalingStudy{spec.name, hw.name, per_node, spec.batch_size, spec.steps, points, note});
+    j["profile_trust"] = es::profile_trust_json(hw);
     std::cout << dump(j) << "\n";
     return failed != points.end() ? write_failure() : 0;
   }
@@ -150,6 +212,16 @@ int cmd_scaling(ScalingState& s) {
   std::cout << "; emb comm: the input, output and gradient dists' share of the step (EMBark's figure), comm: "
                "every collective's; placed by: the planner's placement of that sharding type (time: by estimated time, LPT; bytes: "
                "largest tables first onto the fewest bytes, when its estimate was shorter); all SIMULATED\n";
+  if (!ranges.empty()) {
+    std::string list;
+    for (const auto& p : points)
+      if (p.step_time_high_ns > 0)
+        list += fmt::format("{}{} {}: {:.3g} .. {:.3g} ms", list.empty() ? "" : "; ", es::to_string(p.sharding), p.gpus,
+                            static_cast<double>(p.step_time_low_ns) / 1e6, static_cast<double>(p.step_time_high_ns) / 1e6);
+    std::cout << fmt::format("step p50 with each assumed figure x{:g} .. x{:g} (efficiencies at most 1; the study run again "
+                             "on both ends, at most {} steps): {}\n",
+                             1 / es::kAssumptionFactor, es::kAssumptionFactor, kCornerSteps, list);
+  }
   if (!s.output.empty()) std::cout << "sessions: " << s.output << "/<sharding>_<gpus>.db\n";
   return failed != points.end() ? write_failure() : 0;
 }

@@ -197,6 +197,21 @@ ScalingPage dlrm_scaling_page(const engine::ScalingStudy& study) {
                      .arg(study.batch_size_per_gpu)
                      .arg(study.steps)
                      .arg(efficiency);
+  // how far to trust the times (tester63d F3, F6): the profile's assumed figures or its
+  // calibration's error band, and the range of the step with the assumed figures moved
+  if (!study.profile_note.empty()) {
+    page.caption += QString(" <b>Trust:</b> %1.").arg(QString::fromStdString(study.profile_note).toHtmlEscaped());
+    QStringList ranges;
+    for (const auto& p : study.points)
+      if (p.step_time_high_ns > 0)
+        ranges << QString("%1 %2: %3 .. %4 ms")
+                      .arg(engine::to_string(p.sharding))
+                      .arg(p.gpus)
+                      .arg(static_cast<double>(p.step_time_low_ns) / 1e6, 0, 'g', 3)
+                      .arg(static_cast<double>(p.step_time_high_ns) / 1e6, 0, 'g', 3);
+    if (!ranges.isEmpty())
+      page.caption += QString(" Step p50 with each assumed figure x0.5 .. x2 (efficiencies at most 1): %1.").arg(ranges.join("; "));
+  }
   // the tables kept in another type than the point's (tester44 F4; plan45: the CLI said so, the page did not)
   page.notes = QString::fromStdString(kept_tables_text(study));
   const auto coinciding = coinciding_types(study);

@@ -258,6 +258,7 @@ nlohmann::json to_json(const ScalingStudy& st) {
                       {"simulated", true},             {"gpus_per_node", st.gpus_per_node},
                       {"batch_size_per_gpu", st.batch_size_per_gpu}, {"steps", st.steps},
                       {"points", nlohmann::json::array()}};
+  if (!st.profile_note.empty()) j["profile_note"] = st.profile_note;
   // the efficiencies' common baseline (tester55 F3); null when no point ran. Not "baseline": the
   // keys are dumped sorted, and a study is recognised by its first key, "batch_size_per_gpu"
   // (workload/json_kind.cpp, the workbench's is_scaling_study_file)
@@ -280,6 +281,7 @@ nlohmann::json to_json(const ScalingStudy& st) {
                 {"memory_bytes_per_gpu", p.memory_bytes_per_gpu},
                 {"wire_bytes_per_step", p.wire_bytes_per_step}});
       if (!p.placement.empty()) q["placement"] = p.placement;
+      if (p.step_time_high_ns > 0) q["step_time_range_ns"] = {p.step_time_low_ns, p.step_time_high_ns};
       if (!p.other_types.empty()) {
         q["other_types"] = nlohmann::json::array();
         for (const auto& [name, t] : p.other_types) q["other_types"].push_back({{"table", name}, {"sharding", to_string(t)}});
@@ -319,6 +321,7 @@ ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string&
   st.gpus_per_node = get(j, "", "gpus_per_node", V::number_integer).get<int>();
   st.batch_size_per_gpu = get(j, "", "batch_size_per_gpu", V::number_integer).get<int64_t>();
   st.steps = get(j, "", "steps", V::number_integer).get<int64_t>();
+  if (j.contains("profile_note")) st.profile_note = get(j, "", "profile_note", V::string).get<std::string>();
   const json& points = get(j, "", "points", V::array);
   for (size_t k = 0; k < points.size(); ++k) {
     const std::string ptr = fmt::format("/points/{}", k);
@@ -341,6 +344,13 @@ ScalingStudy scaling_study_from_json(const nlohmann::json& j, const std::string&
       p.memory_bytes_per_gpu = get(q, ptr, "memory_bytes_per_gpu", V::number_integer).get<int64_t>();
       if (q.contains("wire_bytes_per_step"))  // absent from studies written before it was recorded
         p.wire_bytes_per_step = get(q, ptr, "wire_bytes_per_step", V::number_integer).get<int64_t>();
+      if (q.contains("step_time_range_ns")) {
+        const auto& r = get(q, ptr, "step_time_range_ns", V::array);
+        if (r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer() || r[0].get<int64_t>() > r[1].get<int64_t>())
+          fail(ptr + "/step_time_range_ns", "must be [low, high], integers (ns), low <= high");
+        p.step_time_low_ns = r[0].get<int64_t>();
+        p.step_time_high_ns = r[1].get<int64_t>();
+      }
       if (q.contains("placement")) p.placement = get(q, ptr, "placement", V::string).get<std::string>();
       if (q.contains("session")) p.session_path = get(q, ptr, "session", V::string).get<std::string>();
       if (q.contains("empty_shard_tables")) {

@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -47,12 +48,12 @@ TEST(Misc55, CalibrateWarnsAboutAHeldOutRunItMissesByHalf) {
   const double error = c["error"].get<double>();
   EXPECT_NEAR(error, -0.75, 0.02) << c.dump();
   EXPECT_EQ(c["workload"], "criteo_kaggle, 2 ranks, 26 column_wise, base");
-  ASSERT_EQ(j["warnings"].size(), 1u) << j["warnings"].dump();
-  EXPECT_EQ(j["warnings"][0].get<std::string>(),
-            fmt::format("{}: the profile misses this held-out run by {:+.1f}% (more than 50%): it does not predict that "
+  // among the fit's own (one session, one rank count: cost/calibration.h assess_fit), the held-out miss
+  const std::string expected = fmt::format("{}: the profile misses this held-out run by {:+.1f}% (more than 50%): it does not predict that "
                         "workload (criteo_kaggle, 2 ranks, 26 column_wise, base); simulating it with this profile "
                         "extrapolates from the fitted sessions - fit a profile from runs like it",
-                        held, 100 * error));
+                        held, 100 * error);
+  EXPECT_EQ(std::count(j["warnings"].begin(), j["warnings"].end(), expected), 1) << j["warnings"].dump(1);
   // the text run says it on stderr
   r = ts::run_cli(EMBEDSCOPE_CLI, "calibrate " + fit + " --check " + held + " --no-dense-bench", dir());
   ASSERT_EQ(r.code, 0) << r.err;

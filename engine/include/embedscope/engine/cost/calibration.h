@@ -99,6 +99,31 @@ struct CalibrationFit {
   double rate = 0;          ///< bytes/s, or flop/s for dense, items/s for the per-item host work (0: none)
   bool fitted = false;      ///< false: the rate was taken from elsewhere (see note)
   std::string note;         ///< how the rate was obtained
+  /// The coefficients the samples determine it with: a compute class's rate, the item
+  /// coefficients fitted beside it on its ops and the launch all classes share (so 2 at least);
+  /// an item coefficient 2, its own and the rate its ops' bytes carry (the launch is pinned by
+  /// every op); a link's latency and bandwidth (+ the call's wait
+  /// for a core when fitted). Fewer samples than parameters: the fit is undetermined.
+  int parameters = 0;
+  double r2 = 0;            ///< R^2 of the least squares it is part of (the compute fit, or the link's)
+};
+
+/// A fitted value that ended at the top of its search interval: the data's optimum lies beyond
+/// it, so the value is not determined by the data (e.g. the sync lag at 3 ms on a noisy machine).
+struct BoundHit {
+  std::string field;  ///< the profile's JSON pointer, e.g. "/cpu/sync_lag_ns"
+  double value = 0, bound = 0;
+};
+
+/// A session's steps as the fit's quality checks see them (calibration_quality.cpp).
+struct SessionSteps {
+  std::string session;
+  int measured = 0;         ///< measured steps (steps >= 0)
+  int warmup = 0;           ///< warm-up steps recorded (steps < 0)
+  int64_t median_ns = 0;    ///< the nearest-rank p50 of the slowest rank's step times, ns
+  int64_t slowest_ns = 0;   ///< the slowest measured step, ns
+  int ranks = 0;
+  std::string types;        ///< the plan's sharding types, as compare says them ("26 table_wise")
 };
 
 /// The result of calibrate.
@@ -126,6 +151,8 @@ struct Calibration {
   /// Why the bench gave no rates (its SpecError, e.g. no element-wise time left beside the
   /// GEMMs), the dense op then fitted at one rate; empty otherwise.
   std::string dense_bench_error;
+  std::vector<BoundHit> at_bound;          ///< fitted values at their search bound (F2)
+  std::vector<SessionSteps> session_steps;  ///< each fit session's steps, in the order given
 };
 
 /// What calibrate measures the dense op's rates with: measure_dense_rates in the CLI; tests give
@@ -164,6 +191,9 @@ struct CalibrationCheck {
   /// them) and the pipeline: "criteo_kaggle, 4 ranks, 26 row_wise, base",
   /// "tiny, 2 ranks, 5 table_wise + 1 row_wise + 2 column_wise, base"
   std::string workload;
+  /// workload plus the batch size per rank: two checks of one config are runs of one workload
+  /// ("criteo_kaggle, 2 ranks, 26 table_wise, base, batch 512")
+  std::string config;
   int ranks = 0;
   int64_t measured_ns = 0, simulated_ns = 0;
   int64_t measured_comm_ns = 0, simulated_comm_ns = 0;
@@ -174,6 +204,7 @@ struct CalibrationCheck {
   /// busy as it was.
   double other_groups = -1;
   double background = -1;
+  int64_t slowest_ns = 0;  ///< the run's slowest measured step (its slowest rank), ns: a bursty run's is many medians
   int64_t simulated_at_run_load_ns = 0;
   double error_at_run_load() const {  ///< (simulated at the run's load - measured) / measured; 0 without
     return measured_ns > 0 && simulated_at_run_load_ns > 0
@@ -196,5 +227,38 @@ struct CalibrationCheck {
 /// and removes a temporary session in the temp directory. Throws what calibrate throws for
 /// the session, and SpecError when the simulation does not complete.
 CalibrationCheck check_calibration(const std::string& session_path, const std::string& profile_path);
+
+/// The steps of a measured session (SessionSteps). Throws SpecError naming `path` for a session
+/// without a measured step or without workload_json / sharding_plan_json.
+SessionSteps session_steps(const std::string& path);
+
+/// Below this many measured steps a session's per-op medians are few (calibrate warns).
+inline constexpr int kMinCalibrationSteps = 5;
+/// A session whose slowest step is this many times its median ran on a machine busy in bursts.
+inline constexpr double kBurstySpread = 4.0;
+
+/// What calibrate says about its own fit: warnings (one sentence each: a session of few steps or
+/// no warm-up, a bursty session, one rank count or one sharding type over the sessions, a rate
+/// class with fewer than 2 samples per parameter, a collective fit of R^2 < 0.5, a value at its
+/// search bound), and `undetermined` (a rate with fewer samples than parameters: calibrate
+/// refuses to write the profile without --force).
+struct FitAssessment {
+  std::vector<std::string> warnings;
+  std::vector<std::string> undetermined;
+};
+FitAssessment assess_fit(const Calibration& cal);
+
+/// One sentence for a check run whose slowest step is >= kBurstySpread x its median: its "at
+/// load" figure applies the run's mean load to its median step (F9); "" otherwise.
+std::string bursty_check_text(const CalibrationCheck& c);
+
+/// The profile's "fit_quality" object (cost/profile_trust.h reads it): {"sessions", "steps":
+/// [{"session", "measured", "warmup", "median_ns", "slowest_ns"}], "rates": [{"what", "points",
+/// "parameters", "r2", "fitted"}], "at_bound": [{"field", "value", "bound"}], "checks":
+/// [{"session", "in_sample", "error", "error_at_load" (null without), "slowest_over_median"}],
+/// "step_error": {"in_sample": {"runs", "min", "max"}, "held_out": {...}} (a key only with runs),
+/// "warnings", "forced"}. checks: (check, in sample).
+nlohmann::json fit_quality_json(const Calibration& cal, const std::vector<std::pair<CalibrationCheck, bool>>& checks,
+                                const std::vector<std::string>& warnings, bool forced);
 
 }  // namespace embedscope::engine

@@ -192,6 +192,11 @@ struct HardwareProfile {
   /// Profile JSON "cpu" (optional): ranks sharing a node's cores; absent = no contention.
   CpuContention cpu;
   std::map<std::string, std::string> sources;  ///< JSON pointer -> citation
+  /// JSON "fit_quality" (optional): how well a calibrated profile fitted its sessions (embedscope
+  /// calibrate: each fitted rate's points, parameters and R^2, the fitted values at their search
+  /// bound, the checks' step-time errors, the warnings), kept as the object's JSON text for
+  /// cost/profile_trust.h to read; empty when absent (built-in and hand-written profiles).
+  std::string fit_quality_json;
 };
 
 /// The host link of a profile that does not give one: PCIe Gen4 x16, 25 GB/s a direction

@@ -48,6 +48,9 @@ struct ScalingPoint {
   /// the run did not complete.
   std::string error;
   int64_t step_time_ns = 0;        ///< median over the measured steps of the slowest rank's step
+  /// The step time with the profile's assumed figures moved (cost/profile_trust.h
+  /// assumption_corner: fast, slow), ns; 0, 0 when not computed (no assumed figure)
+  int64_t step_time_low_ns = 0, step_time_high_ns = 0;
   double samples_per_s = 0;        ///< global batch (batch_size x gpus) / step_time
   /// (samples_per_s / gpus) / the study's baseline (scaling_baseline: the best samples/s per GPU
   /// at the smallest size any sharding type ran), one baseline for every type, so equal per-GPU
@@ -144,14 +147,18 @@ struct ScalingStudy {
   int64_t batch_size_per_gpu = 0;  ///< samples per GPU per step
   int64_t steps = 0;               ///< measured steps per point
   std::vector<ScalingPoint> points;
+  /// How far to trust its times (cost/profile_trust.h profile_trust_json's "note": the
+  /// calibrated profile's error band, the assumed figures); "" for none
+  std::string profile_note;
 };
 
 /// {"workload", "hardware", "simulated": true, "gpus_per_node", "batch_size_per_gpu", "steps",
-///  "efficiency_baseline": {"sharding", "gpus", "samples_per_s_per_gpu"} or null (scaling_baseline;
+///  "profile_note" (optional: ScalingStudy::profile_note), "efficiency_baseline": {"sharding", "gpus", "samples_per_s_per_gpu"} or null (scaling_baseline;
 ///  dumped after "batch_size_per_gpu", the key a study is recognised by),
 ///  "points": [{"sharding", "gpus", "nodes", "error"} or {"sharding", "gpus", "nodes",
 ///  "step_time_ns", "samples_per_s", "samples_per_s_per_gpu", "scaling_efficiency",
-///  "embedding_comm_share", "comm_share", "memory_bytes_per_gpu", "wire_bytes_per_step" (optional
+///  "embedding_comm_share", "comm_share", "memory_bytes_per_gpu", "step_time_range_ns": [low, high]
+///  (optional: with assumed figures moved, ScalingPoint::step_time_low_ns), "wire_bytes_per_step" (optional
 ///  when read: absent in studies written before it, read as 0), "session"?}]}
 nlohmann::json to_json(const ScalingStudy& study);
 /// The inverse of to_json. Throws SpecError "<origin>: <JSON pointer>: <reason>" for a missing
