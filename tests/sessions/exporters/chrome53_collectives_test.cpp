@@ -73,7 +73,7 @@ void chrome53_round_trip(const std::string& tag, const std::string& run_args, bo
     EXPECT_EQ(g.recv_elements, w.recv_elements) << what;
     EXPECT_EQ(g.step, w.step) << what;
   }
-  // the ops (GPU streams come back as streams): each keeps its step, duration and bytes
+  // the ops (GPU streams come back as threads): each keeps its step, duration and bytes
   // (a pipelined run's next-batch ops their batch's step, not the step span's that holds them)
   using OpKey = std::tuple<int32_t, std::string, int64_t, int64_t, int64_t, int>;  // rank, name, step, ns, bytes, category
   // (the export's record_param_comms spans come back as the records only, not as ops: tester53 F2)
@@ -118,10 +118,7 @@ void chrome53_round_trip(const std::string& tag, const std::string& run_args, bo
   const auto doc = nlohmann::json::parse(in);
   std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> comm_ops;
   for (const auto& e : doc["traceEvents"])
-    // a host comm op (cat comm), or a comm op of a GPU stream (written as a GPU event with the
-    // session's category in args "embedscope category")
-    if (e["ph"] == "X" && e["name"] != "record_param_comms" &&
-        (e["cat"] == "comm" || (e.contains("args") && e["args"].value("embedscope category", "") == "comm")))
+    if (e["ph"] == "X" && e["cat"] == "comm" && e["name"] != "record_param_comms")
       comm_ops[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back(
           {std::stod(e["ts"].dump()), std::stod(e["ts"].dump()) + std::stod(e["dur"].dump())});
   size_t spans = 0;
