@@ -111,12 +111,12 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
   // each rank's GPU device as the session names it ("NVIDIA H100 (cuda:0)"), and its memory
   std::map<int32_t, RankInfo> rank_info;
   for (auto& r : session.ranks()) rank_info[r.rank] = std::move(r);
-  // Every GPU stream lane (kind `stream`: an imported trace's, a cuda or simulated run's): each op
-  // as Kineto writes a GPU event (chrome_stream_ids), an imported op with its launch's correlation,
-  // a run's comm op with its collective's sequence ("sequence", no launch: `import` reads it as no
-  // correlation), so that `import` reads the lanes back as streams (tester61: a run's streams came
-  // back as host threads).
-  const std::map<std::pair<int32_t, int32_t>, ChromeStreamId> streams = chrome_stream_ids(session);
+  // An imported trace's GPU stream lanes (kind `stream`): each op as Kineto writes a GPU event
+  // (chrome_stream_ids), with its launch's correlation. An Embedscope run's streams stay threads
+  // named as streams: their comm ops carry their collective's sequence, which a re-import's
+  // kernel figures would read as launches that are not there (export.h).
+  const std::map<std::pair<int32_t, int32_t>, ChromeStreamId> streams =
+      imported ? chrome_stream_ids(session) : std::map<std::pair<int32_t, int32_t>, ChromeStreamId>{};
   // a cuda run's synchronization waits (lane kind `sync`): Kineto's category for them, cuda_sync,
   // not their op category (other) (tester38)
   std::set<std::pair<int32_t, int32_t>> sync_lanes;
@@ -136,8 +136,10 @@ void export_chrome_trace(const SessionReader& session, std::ostream& out) {
                          l.rank, quoted(std::string(ri->second.device)), ri->second.memory_capacity_bytes));
       seen_rank[l.rank] = true;
     }
-    emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", l.rank, l.lane,
-                     quoted(l.name)));
+    // a stream lane written as a thread says so ("embedscope lane kind"): `import` names it
+    const bool stream_as_thread = l.kind == "stream" && !imported;
+    emit(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}{}}}}})", l.rank, l.lane,
+                     quoted(l.name), stream_as_thread ? R"(,"embedscope lane kind":"stream")" : ""));
   }
   // each name quoted once (a JSON string: escapes, invalid UTF-8 replaced), not once per op
   std::vector<std::string> quoted_name(session.strings().size());

@@ -402,10 +402,8 @@ RankRecords build_rank(const RankTrace& tr, const Interner& names, int64_t origi
         if (tr.categories_from_cat || e.category_from_args) {
           o.bytes = e.bytes;
           // and its collective's sequence as the engine keeps it (the op's records: per-collective
-          // bytes sent / received), where no launch correlation can be confused with it (no GPU
-          // event, or no host op carries a correlation: an Embedscope run's streams, written as GPU
-          // events without launches)
-          if (!o.correlation && (!gpu_events || launch.empty())) o.correlation = e.arg_sequence;
+          // bytes sent / received), where no launch correlation can be confused with it
+          if (!o.correlation && !gpu_events) o.correlation = e.arg_sequence;
         }
         // Work::wait's span: stored under a name of its own, no communication (model/wait_span.h)
         if (e.comm_param >= 0 && tr.comm_params[static_cast<size_t>(e.comm_param)].collective == "wait")

@@ -19,7 +19,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
 #include <string>
 
@@ -268,11 +267,10 @@ TEST(Imp60Strict, DataLossExitsThreeWithStrictAfterWritingTheSession) {
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
-// An Embedscope run's streams (a simulated run's compute and comm lanes) are written as GPU events
-// on their streams (args.stream: lane + 1) under their lanes' names, and come back as streams of the
-// same names and kinds, each with its ops. Before: threads named as the streams (thread_name args
-// "embedscope lane kind": "stream", no kernel written) and the import's streams_as_threads problem.
-TEST(Imp60ChromeRoundTrip, ARunsStreamsComeBackAsStreams) {
+// An Embedscope run's streams (a simulated run's compute and comm lanes) are written as threads
+// named as they were, and their import says they came back as threads (their comm ops carry
+// collective sequences, not launches): one streams_as_threads problem naming the first lane.
+TEST(Imp60ChromeRoundTrip, ARunsStreamsComeBackAsThreadsAndTheImportSaysSo) {
   const fs::path dir = i60_scratch() / "sim";
   fs::create_directories(dir);
   const fs::path run = dir / "sim.db", chrome = dir / "sim.json", back = dir / "back.db";
@@ -282,29 +280,23 @@ TEST(Imp60ChromeRoundTrip, ARunsStreamsComeBackAsStreams) {
   ASSERT_EQ(r.code, 0) << r.err;
   std::ifstream in(chrome);
   const json t = json::parse(in);
-  int marked = 0, on_stream = 0;
+  int marked = 0;
   for (const json& e : t["traceEvents"]) {
-    if (e["ph"] == "X" && e.contains("args") && e["args"].contains("stream")) {
-      ++on_stream;
-      EXPECT_EQ(e["args"]["stream"].get<int>(), e["tid"].get<int>() + 1) << e.dump();  // compute 1, comm 2
-      EXPECT_FALSE(e["args"].contains("correlation")) << e.dump();  // a run's op has no launch
-    }
-    if (e["name"] == "thread_name" && e["args"].contains("embedscope lane kind")) ++marked;
+    if (e["ph"] == "X") EXPECT_NE(e.value("cat", ""), "kernel") << e.dump();  // no GPU event written
+    if (e["name"] == "thread_name" && e["args"].value("embedscope lane kind", "") == "stream") ++marked;
   }
-  EXPECT_EQ(marked, 0);
   const embedscope::sessions::SessionReader sim(run.string());
-  std::map<std::pair<int32_t, std::string>, std::pair<std::string, size_t>> want, got;
-  size_t ops = 0;
-  for (const auto& l : sim.lanes()) {
-    want[{l.rank, l.name}] = {l.kind, sim.lane_ops(l.rank, l.lane).size()};
-    ops += sim.lane_ops(l.rank, l.lane).size();
-  }
-  ASSERT_EQ(want.size(), 4u);  // ranks 0, 1: compute and comm, both streams
-  EXPECT_EQ(want.begin()->second.first, "stream");
-  EXPECT_EQ(static_cast<size_t>(on_stream), ops);
+  int streams = 0;
+  std::string first;
+  for (const auto& l : sim.lanes())
+    if (l.kind == "stream" && streams++ == 0) first = l.name;
+  ASSERT_GT(streams, 0);
+  EXPECT_EQ(marked, streams);
   const auto sum = i60t::import_into({chrome.string()}, "imp60_sim_back.db");
-  EXPECT_EQ(i60t::problem(sum.problems, "streams_as_threads"), nullptr);
+  const auto* p = i60t::problem(sum.problems, "streams_as_threads");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->count, streams);
+  EXPECT_NE(p->example.find("(first: " + first + ")"), std::string::npos) << p->example;
   const embedscope::sessions::SessionReader b(i60t::scratch_db("imp60_sim_back.db"));
-  for (const auto& l : b.lanes()) got[{l.rank, l.name}] = {l.kind, b.lane_ops(l.rank, l.lane).size()};
-  EXPECT_EQ(got, want);
+  for (const auto& l : b.lanes()) EXPECT_EQ(l.kind, "thread") << l.name;
 }

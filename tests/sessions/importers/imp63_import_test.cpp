@@ -17,7 +17,6 @@
 #include "embedscope/sessions/analysis/analysis.h"
 #include "embedscope/sessions/analysis/gpu_run.h"
 #include "embedscope/sessions/analysis/gpu_sharing.h"
-#include "embedscope/sessions/exporters/export.h"
 #include "embedscope/sessions/importers/kineto_json/kineto_json.h"
 #include "embedscope/sessions/merge/merge.h"
 #include "embedscope/sessions/store/session.h"
@@ -234,56 +233,3 @@ TEST(Imp63CutTrace, ATraceWithoutStepsStillHasNone) {
   EXPECT_EQ(st.no_step_reason(), "no profiler steps");
 }
 
-// A simulated run's shape (every lane a stream: compute and comm of 2 ranks on simulated H100s; 2
-// steps, a lookup and an all-to-all per step and rank, the all-to-all's collective records)
-// through export --format chrome and import: the same lanes by rank, name and kind, each with its
-// ops, and no streams_as_threads. Before: the 4 stream lanes came back as threads.
-TEST(Imp63ChromeRoundTrip, ARunsStreamLanesStayStreams) {
-  const std::string run = i63::testing::scratch_db("sim_shape.db");
-  {
-    i63::SessionWriter w(run, true);
-    w.set_metadata("world_size", "2");
-    w.set_metadata("simulated", "1");
-    w.set_metadata("workload_name", "sim_shape");
-    for (int r = 0; r < 2; ++r) {
-      w.add_rank({r, "node0 (simulated)", "NVIDIA H100 80GB HBM3 (simulated)", int64_t{80} << 30});
-      w.add_lane({r, 0, "compute", "stream"});
-      w.add_lane({r, 1, "comm", "stream"});
-    }
-    for (int64_t s = 0; s < 2; ++s) {
-      const int64_t t = 1'000'000 + s * 1'000'000;
-      const auto seq = static_cast<uint64_t>(s + 1);
-      for (int r = 0; r < 2; ++r) w.add_step({s, r, t, t + 900'000, 0, 0, 0});
-      w.add_ops({{0, i63::Lane::compute, i63::OpCategory::lookup, "lookup", s, t, t + 100'000, 0, 0},
-                 {0, i63::Lane::comm, i63::OpCategory::comm, "output_dist/all_to_all", s, t + 150'000, t + 400'000, 64, seq},
-                 {1, i63::Lane::compute, i63::OpCategory::lookup, "lookup", s, t, t + 300'000, 0, 0},
-                 {1, i63::Lane::comm, i63::OpCategory::comm, "output_dist/all_to_all", s, t + 320'000, t + 400'000, 64, seq}});
-      for (int r = 0; r < 2; ++r) {
-        i63::CollectiveRecord c;
-        c.rank = r, c.op = "all_to_all", c.name = "output_dist/all_to_all", c.group = "world", c.sequence = seq;
-        c.dtype = "float32", c.step = s, c.start_ns = t + (r == 0 ? 150'000 : 320'000), c.end_ns = t + 400'000;
-        c.bytes_sent = c.bytes_received = 32, c.peers = {0, 1}, c.send_elements = c.recv_elements = {8, 8};
-        w.add_collective(c);
-      }
-    }
-    w.close("complete");
-  }
-  const std::string chrome = (i63::testing::import_scratch() / "imp63" / "sim_shape.json").string();
-  {
-    const i63::SessionReader r(run);
-    std::ofstream out(chrome);
-    i63::export_chrome_trace(r, out);
-  }
-  const auto sum = i63::testing::import_into({chrome}, "sim_shape_back.db");
-  EXPECT_EQ(problem(sum.problems, "streams_as_threads"), nullptr);
-  std::map<std::pair<int32_t, std::string>, std::pair<std::string, size_t>> want, got;
-  const i63::SessionReader a(run), b(i63::testing::scratch_db("sim_shape_back.db"));
-  for (const auto& l : a.lanes()) want[{l.rank, l.name}] = {l.kind, a.lane_ops(l.rank, l.lane).size()};
-  for (const auto& l : b.lanes()) got[{l.rank, l.name}] = {l.kind, b.lane_ops(l.rank, l.lane).size()};
-  EXPECT_EQ(got, want);
-  ASSERT_EQ(want.size(), 4u);
-  EXPECT_EQ(want.at({0, "comm"}), (std::pair<std::string, size_t>{"stream", 2}));
-  // the steps, and the collectives read back from their record_param_comms spans
-  EXPECT_EQ(b.steps().size(), 4u);
-  EXPECT_EQ(b.collectives().size(), 4u);
-}

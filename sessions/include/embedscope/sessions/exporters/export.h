@@ -28,17 +28,18 @@ namespace embedscope::sessions {
 /// (`s` / `f`) joining the ranks of each collective (from the first rank to enter it to every
 /// other member). The session's
 /// metadata goes into "metadata". Spec: "Trace Event Format", Google (chromium catapult docs).
-/// A GPU stream lane (kind `stream`: a Kineto or Nsight trace's, a cuda or simulated run's) keeps
-/// its tid and name, and each of its ops is written as Kineto writes a GPU event:
+/// An imported trace's GPU stream lane (kind `stream`: a Kineto or Nsight trace's) keeps its tid
+/// and name, and each of its ops is written as Kineto writes a GPU event:
 /// cat "kernel", "gpu_memcpy" or "gpu_memset" (chrome_gpu_cat), args "device" and "stream"
 /// (chrome_stream_ids) and "embedscope category" (the session's category), and "correlation"
 /// (an imported trace's launch id, on the launch too) where the session has one; a rank with a
 /// GPU has a `process_labels` event naming it (args "labels": RankInfo::device, "embedscope
 /// device memory": its bytes). `import` reads such lanes back as GPU streams, so `stats` of the
 /// re-import equals the original's (stream-level overlap, HTA's kernel figures). An Embedscope
-/// run's comm op on a stream carries its collective's sequence as "sequence", not "correlation"
-/// (it has no launch, and `import` reads it as none, so HTA's kernel figures count it by its own
-/// start rather than drop it as a kernel whose launch is missing).
+/// run's stream lanes (a cuda or simulated run's) are written as threads, their thread_name with
+/// args "embedscope lane kind": "stream" (`import` says they come back as threads): their comm
+/// ops carry their collective's sequence, not a launch, which the kernel figures of an import
+/// would take for a launch that is missing.
 void export_chrome_trace(const SessionReader& session, std::ostream& out);
 
 /// A GPU stream lane's ids in the Chrome export: its CUDA stream (the N of a lane named "stream N
