@@ -201,7 +201,8 @@ double max_over_mean(const std::vector<double>& v) {
 
 std::string overlap_definition(const RunStats& st) {
   // a trace without profiler steps has one window per rank, the whole trace (RunStats::whole_trace)
-  const std::string where = st.whole_trace ? "over the whole trace (no profiler steps)" : "clipped to step windows";
+  const std::string where =
+      st.whole_trace ? "over the whole trace (" + st.no_step_reason() + ")" : "clipped to step windows";
   if (st.simulated) return "simulated streams: the cost model's compute vs comm ops per rank, " + where;
   if (st.stream_ranks)
     return "stream level: GPU kernels and copies of compute vs comm per rank with GPU streams (its host spans left out), " +
@@ -363,6 +364,10 @@ RunStats analyze(const SessionReader& session) {
   // An imported trace without profiler steps: the whole trace is one window per rank, its
   // first op's start to its last op's end, held as step 0 (RunStats::whole_trace)
   st.whole_trace = imported && windows.empty();
+  // ... because the cut left none of its steps complete (the steps' spans were there)
+  if (st.whole_trace)
+    for (const auto& p : session.import_stats())
+      st.whole_trace_cut = st.whole_trace_cut || p.name == "last_step_cut" || p.name == "cut_lost_gpu_events";
   std::map<int32_t, std::pair<int64_t, int64_t>> spans;  // whole_trace: each rank's first and last op
   for_each_lane_ops(session, [&](std::vector<OpRecord>& lane) {
     if (annotation_lanes.count({lane.front().rank, lane.front().lane})) return;

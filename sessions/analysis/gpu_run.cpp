@@ -42,7 +42,7 @@ std::string gpu_busy_text(const RunStats& st, bool imported, bool trace_cut) {
   if (!g) return "";
   std::string out = fmt::format(
       "GPU busy     {:.1f}% of {}, mean over ranks (a kernel or copy running on the rank's streams{}): {}\n",
-      g->mean_pct, st.whole_trace ? "the whole trace (no profiler steps)" : "the measured steps",
+      g->mean_pct, st.whole_trace ? "the whole trace (" + st.no_step_reason() + ")" : std::string("the measured steps"),
       g->ranks > 1 ? fmt::format("; least rank {} {:.1f}%, most rank {} {:.1f}%", g->least_rank, g->least_pct, g->most_rank,
                                  g->most_pct)
                    : std::string(),

@@ -38,4 +38,31 @@ std::string gpus_text(const std::vector<RankInfo>& ranks) {
   return " on " + std::to_string(gpus.size()) + " GPUs (" + list + ")";
 }
 
+void separate_gpus_of_files(std::vector<RankDeviceSource>& ranks) {
+  const auto is_gpu = [](const std::string& d) {
+    const size_t at = d.rfind("(cuda:");
+    return at != std::string::npos && !d.empty() && d.back() == ')' && d.find("'s host)", at) == std::string::npos;
+  };
+  std::vector<std::string> renamed(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankDeviceSource& a = ranks[i];
+    if (!is_gpu(a.device)) continue;
+    bool other_file = false, one_host = !a.host.empty();
+    int32_t lowest_of_file = a.rank;
+    for (const RankDeviceSource& b : ranks) {
+      if (b.device != a.device) continue;
+      if (b.file == a.file) {
+        lowest_of_file = std::min(lowest_of_file, b.rank);
+      } else {
+        other_file = true;
+        one_host = one_host && b.host == a.host;
+      }
+    }
+    if (other_file && !one_host)
+      renamed[i] = a.device.substr(0, a.device.size() - 1) + " of rank " + std::to_string(lowest_of_file) + "'s host)";
+  }
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (!renamed[i].empty()) ranks[i].device = std::move(renamed[i]);
+}
+
 }  // namespace embedscope::sessions

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/importers/common/clock_align.h"
 #include "embedscope/sessions/importers/common/import_problems.h"
 #include "embedscope/sessions/merge/merged_load.h"
@@ -301,6 +302,15 @@ MergeSummary merge_sessions(const std::vector<std::string>& inputs, const std::s
     merged_from.push_back({{"file", inputs[i]}, {"ranks", rs}, {"shift_ns", shift}, {"ended", readers[i]->status()}});
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  // ranks of different inputs on one device name share that GPU only when their hosts say so: the
+  // rule a directory import applies to its trace files (tester62b F10: two traces on cuda:0 read
+  // "2 GPUs" imported together and "sharing 1 GPU" merged)
+  {
+    std::vector<RankDeviceSource> devices;
+    for (const auto& rr : all) devices.push_back({rr.rank, rr.file, rr.info.host, rr.info.device});
+    separate_gpus_of_files(devices);
+    for (size_t i = 0; i < all.size(); ++i) all[i].info.device = devices[i].device;
+  }
   MergeSummary sum;
   sum.files = inputs;
   si::ClockAlignment alignment;

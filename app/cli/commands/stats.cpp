@@ -333,6 +333,7 @@ int cmd_stats(const std::string& file, bool as_json, bool keep_last_step, int64_
       j["imbalance"] = nullptr;
     }
     j["whole_trace"] = st.whole_trace;
+    j["whole_trace_cut"] = st.whole_trace_cut;  // the cut left no profiler step complete
     if (st.whole_trace) {
       j["top_ops"] = json::array();
       for (const auto& o : st.top_ops)

@@ -65,8 +65,13 @@ std::string cold_step_text(const ss::SessionReader& session, const ss::RunStats&
 std::string whole_trace_text(const ss::RunStats& st) {
   std::string spans;
   for (const auto& r : st.ranks) spans += fmt::format("{}rank {} {}", spans.empty() ? "" : ", ", r.rank, ms(r.window_ns));
-  return fmt::format("no profiler steps: figures over the whole trace (no ProfilerStep#N spans: no step time, "
-                     "throughput or per-step figure)\ntrace span   {} (each rank's first op to its last)\n",
+  // a cut trace whose ProfilerStep#N spans the cut all left incomplete (tester62b: it read "no
+  // profiler steps" as if the trace had none): its `trace cut` lines below name the steps
+  return fmt::format("{}: figures over the whole trace ({}: no step time, throughput or per-step figure)\ntrace "
+                     "span   {} (each rank's first op to its last)\n",
+                     st.whole_trace_cut ? "no complete profiler step" : "no profiler steps",
+                     st.whole_trace_cut ? "every ProfilerStep#N lost events to the cut, see `trace cut`"
+                                        : "no ProfilerStep#N spans",
                      spans);
 }
 

@@ -18,7 +18,8 @@ namespace embedscope::cli {
 /// near the median, with the untraced time of its critical path when that is over half the step.
 std::string cold_step_text(const sessions::SessionReader& session, const sessions::RunStats& st);
 
-/// Two lines for RunStats::whole_trace: "no profiler steps: figures over the whole trace ..." and
+/// Two lines for RunStats::whole_trace: "no profiler steps: figures over the whole trace ..." ("no
+/// complete profiler step: ..." where the cut left none, RunStats::whole_trace_cut) and
 /// each rank's span ("trace span   rank 0 70.07 ms ...").
 std::string whole_trace_text(const sessions::RunStats& st);
 

@@ -347,8 +347,11 @@ QWidget* summary_page(const sessions::SessionReader& s, SummaryFigures figures, 
                   .arg(QString::fromStdString(format_duration(o.time_ns)));
   } else if (st.whole_trace) {  // `stats`' figures over the whole trace
     const bool comm = std::any_of(st.ranks.begin(), st.ranks.end(), [](const auto& r) { return r.comm_ns > 0; });
-    text += QString("no profiler steps: figures over the whole trace (each rank's first op to its last; no step times "
-                    "or throughput)<br>%1")
+    text += QString("%1: figures over the whole trace (each rank's first op to its last; no step times "
+                    "or throughput)<br>%2")
+                .arg(QString(st.whole_trace_cut ? "no complete profiler step (the trace was cut short: every "
+                                                  "ProfilerStep#N lost events to the cut)"
+                                                : "no profiler steps"))
                 .arg(comm ? QString("overlap %1 % (%2); exposed communication %3 per rank")
                                 .arg(st.overlap_pct, 0, 'f', 1)
                                 .arg(QString::fromStdString(sessions::overlap_definition(st)).toHtmlEscaped())

@@ -4,6 +4,8 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -136,6 +138,27 @@ struct Tally {
   }
 };
 
+/// Whether an event's `cat` is one the importer knows: none given; Kineto's (libkineto's
+/// ActivityType names, the names older Kineto wrote, its flows' and its whole-trace span's); or an
+/// op category that an Embedscope export writes as the cat of a host op ("comm", "dense", ...).
+/// An X / B / E event of another cat is the import problem unknown_category.
+bool known_category(std::string_view cat) {
+  static constexpr std::string_view kKineto[] = {
+      "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset", "kernel",
+      "external_correlation", "cuda_runtime", "cuda_driver", "cpu_instant_event", "python_function", "overhead",
+      "cuda_sync", "cuda_event", "cuda_profiler_range", "glow_runtime", "mtia_runtime", "mtia_ccp_events",
+      "mtia_insight", "hpu_op", "xpu_runtime", "xpu_driver", "collective_comm", "privateuse1_runtime",
+      "privateuse1_driver", "gpu_pm_counter", "Trace", "ac2g", "fwdbwd", "async_cpu_to_gpu",
+      // older Kineto (PyTorch 1.8 - 1.9) and the legacy profiler
+      "Operator", "Kernel", "Memcpy", "Memset", "Runtime", "Python", "cuda", "cpu", "collective"};
+  if (cat.empty()) return true;
+  for (std::string_view k : kKineto)
+    if (cat == k) return true;
+  for (int c = 0; c < kNumCategories; ++c)
+    if (cat == to_string(static_cast<OpCategory>(c))) return true;
+  return false;
+}
+
 /// The args an Embedscope export adds (sessions/exporters/kineto_export.h): the op's category,
 /// and the session's name of a GPU op the export renamed for HTA ("nccl:NAME", "Memcpy (NAME)").
 struct EmbedscopeArgs {
@@ -164,6 +187,43 @@ struct Parser {
   bool legacy_pid = false;     // an event on pid "CPU functions" / "CUDA functions" (the legacy profiler's)
   Tally flows;                 // "flow_events"
   Tally not_stored[128];       // "not_stored_ph_<p>", by phase character
+  /// Events of an unknown cat (known_category) without args.stream, by cat: where they go is
+  /// known only once every event was read (resolve_pending_lanes), so they wait on a pending lane.
+  std::map<std::string, Tally, std::less<>> unknown_cats;
+  /// The (pid, tid) of each pending lane: lane id kPendingLane + index until resolved.
+  struct PendingLane {
+    std::string pid, tid;
+    bool pid_str = false, tid_str = false;
+  };
+  std::vector<PendingLane> pending;
+  static constexpr uint32_t kPendingLane = 0x80000000u;
+  uint32_t pending_lane(std::string_view pid, std::string_view tid, bool pid_str, bool tid_str) {
+    for (uint32_t i = 0; i < pending.size(); ++i)
+      if (pending[i].pid == pid && pending[i].tid == tid) return kPendingLane + i;
+    pending.push_back({std::string(pid), std::string(tid), pid_str, tid_str});
+    return kPendingLane + static_cast<uint32_t>(pending.size() - 1);
+  }
+  void resolve_pending_lanes();
+  /// The pending lane of (pid, tid) whose latest open "B" is later than any open "B" of that
+  /// thread's lane; UINT32_MAX if none.
+  uint32_t pending_end_lane(std::string_view pid, std::string_view tid) {
+    for (uint32_t i = 0; i < pending.size(); ++i) {
+      if (pending[i].pid != pid || pending[i].tid != tid) continue;
+      auto b = open_begins.find(kPendingLane + i);
+      if (b == open_begins.end() || b->second.empty()) return UINT32_MAX;
+      std::string key = "thread";
+      key += '\x1f';
+      key.append(pid);
+      key += '\x1f';
+      key.append(tid);
+      if (auto l = tr.lane_index.find(key); l != tr.lane_index.end())
+        if (auto t = open_begins.find(l->second); t != open_begins.end() && !t->second.empty() &&
+                                                  t->second.back().ts > b->second.back().ts)
+          return UINT32_MAX;
+      return kPendingLane + i;
+    }
+    return UINT32_MAX;
+  }
   /// The last lanes looked up (events come in runs of a few lanes): kind, pid and tid texts.
   struct RecentLane {
     const char* kind = nullptr;
@@ -248,6 +308,60 @@ struct Parser {
   }
   void top_level(const std::string& key, const Span& sp);
 };
+
+void Parser::resolve_pending_lanes() {
+  if (unknown_cats.empty() && pending.empty()) return;
+  // a GPU's process: the pid of a stream (args.stream) or GPU annotation lane, or one whose
+  // process_labels name a GPU ("GPU 0", as Kineto labels a device's process)
+  std::set<std::string> gpu_pids;
+  for (const LaneDesc& d : tr.lanes)
+    if (d.kind == "stream" || d.kind == "gpu_annotation") gpu_pids.insert(d.pid);
+  for (const auto& [pid, labels] : tr.process_labels)
+    if (labels.first.rfind("GPU", 0) == 0) gpu_pids.insert(pid);
+  std::vector<uint32_t> resolved(pending.size());
+  std::vector<bool> on_gpu(pending.size());
+  std::string gpu_lane;  // the first GPU lane an event went to, for the problem's text
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const PendingLane& pl = pending[i];
+    on_gpu[i] = gpu_pids.count(pl.pid) > 0;
+    resolved[i] = lane_slow(on_gpu[i] ? "gpu_annotation" : "thread", pl.pid, pl.tid, pl.pid_str, pl.tid_str, {});
+    if (on_gpu[i] && gpu_lane.empty())
+      gpu_lane = fmt::format("annotations of stream {} (device {})", pl.tid, pl.pid);
+  }
+  int64_t gpu = 0, host = 0;
+  for (Event& e : tr.events) {
+    if (e.lane < kPendingLane) continue;
+    const size_t i = e.lane - kPendingLane;
+    e.lane = resolved[i];
+    if (on_gpu[i]) e.kind = EventKind::gpu_annotation, ++gpu;
+    else ++host;
+  }
+  for (Step& s : tr.steps)
+    if (s.lane >= kPendingLane) s.lane = resolved[s.lane - kPendingLane];
+  if (unknown_cats.empty()) return;
+  int64_t n = 0;
+  size_t first = SIZE_MAX;
+  std::string list;
+  for (const auto& [cat, t] : unknown_cats) {
+    n += t.count;
+    first = std::min(first, t.first);
+    list += fmt::format("{}'{}' {}", list.empty() ? "" : ", ", cat, t.count);
+  }
+  std::string where_to;
+  if (gpu)
+    where_to = fmt::format("{} on a GPU's process (pid of its streams) are kept on the GPU annotation lane of their "
+                           "tid's stream (first: {}): on that stream's track, as Perfetto draws them, and out of the "
+                           "GPU figures, as HTA leaves out an event without args.stream (on the stream lane itself "
+                           "they would count as kernels)",
+                           gpu, gpu_lane);
+  if (host)
+    where_to += fmt::format("{}{} on host threads are kept there as host ops", where_to.empty() ? "" : "; ", host);
+  problems.add("unknown_category", Severity::info, where(first),
+               fmt::format("events of a category the importer does not know, without args.stream ({}; first at {}): "
+                           "{}",
+                           list, at(first), where_to),
+               n);
+}
 
 void Parser::top_level(const std::string& key, const Span& sp) {
   if (key == "embedscope") {  // an Embedscope export's run: pipeline, planned steps, end (tester53 F3)
@@ -501,9 +615,22 @@ void Parser::event(const Span& sp) {
     return std::string_view(stream_buf, static_cast<size_t>(fmt::format_to(stream_buf, "{}", stream) - stream_buf));
   };
   if (kind == EventKind::cpu && cat == "cuda_sync") ++tr.sync_on_thread;  // a Chrome export's sync lane
-  const uint32_t lane_id = on_stream(kind)                      ? lane("stream", pid, stream_text(), pid_str, false, tid)
-                           : kind == EventKind::gpu_annotation ? lane("gpu_annotation", pid, tid, pid_str, tid_str)
-                                                                : lane("thread", pid, tid, pid_str, tid_str);
+  // an event of an unknown cat (tester62b F8: a cuda_graph_node on a GPU's pid and a stream's tid
+  // made a host thread "thread 7 (stream 7 )"): its lane is chosen once every event is read
+  const bool unknown_cat = kind == EventKind::cpu && (p == 'X' || p == 'B') && !known_category(cat);
+  if (unknown_cat) {
+    auto it = unknown_cats.find(cat);
+    if (it == unknown_cats.end()) it = unknown_cats.emplace(std::string(cat), Tally{}).first;
+    it->second.add(sp.begin);
+  }
+  // the "E" of a "B" of an unknown cat (an "E" names no cat): on its pending lane when that "B"
+  // is the latest open one of its (pid, tid)
+  uint32_t lane_id = p == 'E' && kind == EventKind::cpu ? pending_end_lane(pid, tid) : UINT32_MAX;
+  if (lane_id == UINT32_MAX)
+    lane_id = on_stream(kind)                        ? lane("stream", pid, stream_text(), pid_str, false, tid)
+              : kind == EventKind::gpu_annotation ? lane("gpu_annotation", pid, tid, pid_str, tid_str)
+              : unknown_cat                       ? pending_lane(pid, tid, pid_str, tid_str)
+                                                  : lane("thread", pid, tid, pid_str, tid_str);
   int64_t end = ts;
   if (p == 'B') {
     open_begins[lane_id].push_back({ts, names.id(name), kind});
@@ -651,6 +778,7 @@ RankTrace parse_trace_file(const std::string& path, Interner& names, ImportProbl
                  static_cast<int64_t>(stack.size()));
     for (const auto& b : stack) ps.add_unfinished(b.ts, names.id(did_not_end_name(names.text(b.name))), lane, b.kind);
   }
+  ps.resolve_pending_lanes();  // events of an unknown cat: a GPU's track or their thread
   apply_time_unit(tr, path, tr.display_time_unit_ns, problems);
   return tr;
 }

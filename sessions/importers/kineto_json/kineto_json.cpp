@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embedscope/sessions/analysis/gpu_sharing.h"
 #include "embedscope/sessions/importers/common/import_problems.h"
 #include "embedscope/sessions/model/metadata_keys.h"
 #include "importers/kineto_json/event_parser.h"
@@ -254,15 +255,27 @@ ImportSummary import_kineto_json(const std::vector<std::string>& files, SessionW
     }
     if (backend.empty() && gloo_calls) backend = "gloo";
   }
-  // NCCL refuses two ranks of one communicator on one GPU: traces on the same device id ran on
-  // different hosts. Their devices say whose host, or `stats` would read "2 ranks sharing 1 GPU".
-  std::map<int64_t, int> traces_on_device;
-  for (const auto& r : kept)
-    if (const kineto::RankDevice d = kineto::rank_device(r); d.id >= 0) ++traces_on_device[d.id];
+  // Ranks of different files on one device ran on different hosts (a trace names no host; HTA
+  // assumes a GPU per rank, NCCL refuses two ranks of a communicator on one GPU): their devices
+  // say whose host, or `stats` would read "2 ranks sharing 1 GPU". The rule `merge` applies too
+  // (gpu_sharing.h separate_gpus_of_files); build_rank names a rank's device as here.
+  std::map<int32_t, std::string> device_of_rank;  // the ranks whose device the rule renamed
+  {
+    std::vector<RankDeviceSource> devices;
+    for (const auto& r : kept) {
+      std::string dev = r.device_label;
+      if (const kineto::RankDevice d = kineto::rank_device(r); dev.empty() && d.id >= 0)
+        dev = fmt::format("{} (cuda:{})", d.name, d.id);
+      devices.push_back({r.rank, r.file, "", dev});
+    }
+    const std::vector<RankDeviceSource> before = devices;
+    separate_gpus_of_files(devices);
+    for (size_t i = 0; i < devices.size(); ++i)
+      if (devices[i].device != before[i].device) device_of_rank[devices[i].rank] = devices[i].device;
+  }
   auto build = [&](const kineto::RankTrace& r) {
     RankRecords rec = kineto::build_rank(r, names, origin, problems, summary);
-    if (const kineto::RankDevice d = kineto::rank_device(r); d.id >= 0 && traces_on_device[d.id] > 1)
-      rec.info.device = fmt::format("{} (cuda:{} of rank {}'s host)", d.name, d.id, r.rank);
+    if (auto it = device_of_rank.find(r.rank); it != device_of_rank.end()) rec.info.device = it->second;
     return rec;
   };
   check_cancelled(opt);

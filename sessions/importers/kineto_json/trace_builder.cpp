@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -54,7 +55,11 @@ std::string lane_label(const RankTrace& tr, const LaneDesc& d) {
   }
   if (d.kind == "gpu_annotation") return fmt::format("annotations of stream {} (device {})", d.tid, d.pid);
   auto it = tr.thread_names.find(d.pid + "/" + d.tid);
-  const std::string name = it != tr.thread_names.end() && !it->second.empty() ? it->second : "pid " + d.pid;
+  // Kineto names a stream's track "stream 7 ", with a trailing blank: not part of the name
+  std::string_view given = it != tr.thread_names.end() ? std::string_view(it->second) : std::string_view();
+  while (!given.empty() && std::isspace(static_cast<unsigned char>(given.back()))) given.remove_suffix(1);
+  while (!given.empty() && std::isspace(static_cast<unsigned char>(given.front()))) given.remove_prefix(1);
+  const std::string name = !given.empty() ? std::string(given) : "pid " + d.pid;
   return fmt::format("thread {} ({})", d.tid, name);
 }
 

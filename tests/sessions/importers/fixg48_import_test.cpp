@@ -147,9 +147,9 @@ TEST(Fixg48Import, TheRealCutTraceHasNoHostBoundVerdictInStatsAndCompare) {
   G48Run s = g48_cli(dir, "stats cut.db");
   ASSERT_EQ(s.code, 0) << s.err;
   EXPECT_EQ(g48_line(s.out, "GPU busy     "),
-            "GPU busy     4.9% of the whole trace (no profiler steps), mean over ranks (a kernel or copy running on the "
-            "rank's streams)" +
-                kG48NoVerdict);  // steps 4-6 lost runtime and GPU events with the cut: none is measured
+            "GPU busy     4.9% of the whole trace (no complete profiler step: the trace was cut), mean over ranks (a "
+            "kernel or copy running on the rank's streams)" +
+                kG48NoVerdict);  // steps 4-6 lost runtime and GPU events with the cut: none is measured (it had steps)
   EXPECT_EQ(g48_line(s.out, "trace cut    "), "trace cut    nccl_cut.json" + kG48Cut);
   s = g48_cli(dir, "stats --json cut.db");
   ASSERT_EQ(s.code, 0) << s.err;

@@ -187,6 +187,14 @@ struct RunStats {
   /// from its first op's start to its last op's end, held as step 0 of per_step and
   /// critical_paths; `steps` stays 0 (no step time, throughput or loss) and top_ops is filled.
   bool whole_trace = false;
+  /// whole_trace of a trace whose ProfilerStep#N spans the cut left incomplete (import problems
+  /// last_step_cut, cut_lost_gpu_events, kineto incomplete_steps.h): it had steps, none complete.
+  bool whole_trace_cut = false;
+  /// whole_trace only: what the figures over the whole trace stand in for, as the texts say it:
+  /// "no complete profiler step: the trace was cut" (whole_trace_cut), else "no profiler steps".
+  std::string no_step_reason() const {
+    return whole_trace_cut ? "no complete profiler step: the trace was cut" : "no profiler steps";
+  }
   /// whole_trace: op_self_times of the whole trace (empty otherwise).
   std::vector<OpSelfTime> top_ops;
   double overlap_pct = 0;          ///< over all ranks and steps
@@ -271,7 +279,8 @@ RunStats analyze_step_times(const SessionReader& session);
 
 /// What RunStats' overlap, exposed communication and per-rank compute / comm figures measure,
 /// for people: "thread level: host spans of compute vs comm ops, clipped to step windows" (cpu runs; a trace
-/// without steps, RunStats::whole_trace: "..., over the whole trace (no profiler steps)"), "stream level: ..." when
+/// without steps, RunStats::whole_trace: "..., over the whole trace (no profiler steps)", or "(no complete profiler
+/// step: the trace was cut)" where the cut left none, RunStats::whole_trace_cut), "stream level: ..." when
 /// some rank has GPU streams (RunStats::stream_ranks), "simulated streams: ..." for a simulation. Compute: all but comm, memcpy.
 std::string overlap_definition(const RunStats& st);
 

@@ -34,4 +34,23 @@ std::vector<RankGpu> rank_gpus(const std::vector<RankInfo>& ranks);
 /// (rank lists as rank_list writes them). Never throws.
 std::string gpus_text(const std::vector<RankInfo>& ranks);
 
+/// A rank's GPU as one input file of an import or merge gives it: the rank, the file it came
+/// from, its host ("" unknown: a Kineto trace names none) and its device name (RankInfo::device).
+struct RankDeviceSource {
+  int32_t rank = 0;
+  std::string file;
+  std::string host;
+  std::string device;
+};
+
+/// The one rule of `import` (several trace files) and `merge` (several sessions) for ranks of
+/// different files on one device name: they share that GPU only when every one of them names the
+/// same host (evidence of one machine); otherwise each file's ranks are on a GPU of their own, as
+/// HTA assumes one GPU per rank's trace and NCCL refuses two ranks of a communicator on one GPU.
+/// Such a device name gets the lowest rank of its file among them: "NVIDIA A100 (cuda:0)" -> "NVIDIA
+/// A100 (cuda:0 of rank 1's host)". Ranks of one file on one device keep sharing it (a one-process
+/// run of 4 ranks on one GPU). Devices without "(cuda:" ending in ')' (a CPU, an emulated device)
+/// and names already "... of rank N's host)" are left as they are. Cost: O(ranks^2). Never throws.
+void separate_gpus_of_files(std::vector<RankDeviceSource>& ranks);
+
 }  // namespace embedscope::sessions
