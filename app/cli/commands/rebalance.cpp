@@ -640,7 +640,7 @@ int cmd_rebalance(const RebalanceState& s) {
                  "alone\n";
   if (step_noise.known() && p.worth_it())
     std::cout << fmt::format("step noise   median step {} over {} steps; a gain of {} a step {} 2 x {} (sqrt(2) x the "
-                             "batch-means SE of the mean step, batches of {}, as compare tests step times: the "
+                             "batch-means SE of the mean step, batches of {}, as compare tests drifting step times: the "
                              "within-run noise; two runs of one plan on a shared machine can differ by more - "
                              "`compare` two runs of it to measure that)\n",
                              ms(step_noise.median_ns), step_noise.steps, ms(saved_ns_per_step),
