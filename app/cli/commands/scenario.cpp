@@ -203,7 +203,8 @@ std::optional<NoiseVerdict> step_vs_first(const std::vector<ScenarioRow>& rows, 
   // no test, or one without the power to tell (too few steps of drifting runs): '?'
   const sessions::StepVerdict verdict = sessions::step_verdict(a, b);
   v.tested = verdict != sessions::StepVerdict::NotTested && verdict != sessions::StepVerdict::TooFewSteps;
-  v.within_noise = sessions::within_noise(a, b);
+  // two simulations: no noise, the model's difference exact; equal means are the same step
+  v.within_noise = verdict == sessions::StepVerdict::Simulated ? v.diff_ns == 0 : sessions::within_noise(a, b);
   return v;
 }
 
