@@ -226,9 +226,19 @@ CompareDelta compare_delta(const ComparedSession& base, const ComparedSession& o
   }
   const bool like_work = base.rate.per_step == other.rate.per_step || base.rate.per_step == 0 || other.rate.per_step == 0;
   if ((f == CompareFigure::StepMean || f == CompareFigure::StepP50 || (f == CompareFigure::Throughput && like_work)) &&
-      *d.diff != 0 && within_noise(base, other)) {
-    d.within_noise = true;
-    d.text += ", within noise";
+      *d.diff != 0) {
+    switch (step_verdict(base, other)) {
+      case StepVerdict::SameConfiguration:
+      case StepVerdict::WithinStepNoise:
+      case StepVerdict::WithinRunToRun:
+        d.within_noise = true;
+        d.text += ", within noise";
+        break;
+      case StepVerdict::TooFewSteps: d.text += ", too few steps to tell"; break;
+      case StepVerdict::Simulated: d.text += ", exact (simulated)"; break;
+      case StepVerdict::ModelVsMeasured: d.text += ", model vs measured"; break;
+      default: break;
+    }
   }
   return d;
 }

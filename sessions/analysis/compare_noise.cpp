@@ -16,18 +16,42 @@
 
 namespace embedscope::sessions {
 
-std::optional<StepTimeTest> step_time_test(const ComparedSession& base, const ComparedSession& other) {
-  const std::vector<int64_t>&a = base.stats.step_series_ns, &b = other.stats.step_series_ns;
-  if (base.stats.steps <= 0 || other.stats.steps <= 0) return std::nullopt;
+const char* step_test_method_key(StepTestMethod m) {
+  return m == StepTestMethod::WelchSteps ? "welch_steps" : "batch_means";
+}
+
+std::optional<StepTimeTest> step_series_test(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   if (static_cast<int64_t>(a.size()) < kMinWelchSamples || static_cast<int64_t>(b.size()) < kMinWelchSamples)
     return std::nullopt;
   StepTimeTest t;
   t.base = *batch_means(a);
   t.other = *batch_means(b);
+  t.base_lag1 = lag1_autocorrelation(a);
+  t.other_lag1 = lag1_autocorrelation(b);
+  t.base_bound = white_noise_lag1_bound(t.base.n);
+  t.other_bound = white_noise_lag1_bound(t.other.n);
+  // a negative r1 makes sd / sqrt(n) err large: only a positive one beyond the bound is a drift
+  t.method = t.base_lag1 <= t.base_bound && t.other_lag1 <= t.other_bound ? StepTestMethod::WelchSteps
+                                                                         : StepTestMethod::BatchMeans;
   t.diff_ns = t.other.mean - t.base.mean;
-  t.se_ns = std::sqrt(t.base.se * t.base.se + t.other.se * t.other.se);
-  t.test = two_means_test(t.base.mean, t.base.se * t.base.se, t.base.df, t.other.mean, t.other.se * t.other.se, t.other.df);
+  if (t.method == StepTestMethod::WelchSteps) {
+    const double va = t.base.iid_se * t.base.iid_se, vb = t.other.iid_se * t.other.iid_se;
+    t.se_ns = std::sqrt(va + vb);
+    t.test = two_means_test(t.base.mean, va, static_cast<double>(t.base.n - 1), t.other.mean, vb,
+                            static_cast<double>(t.other.n - 1));
+  } else {
+    t.se_ns = std::sqrt(t.base.se * t.base.se + t.other.se * t.other.se);
+    t.test = two_means_test(t.base.mean, t.base.se * t.base.se, t.base.df, t.other.mean, t.other.se * t.other.se,
+                            t.other.df);
+    t.powerless = !t.test.differs && std::min(t.base.batches, t.other.batches) < kMinPoweredBatches;
+  }
   return t;
+}
+
+std::optional<StepTimeTest> step_time_test(const ComparedSession& base, const ComparedSession& other) {
+  if (base.stats.steps <= 0 || other.stats.steps <= 0) return std::nullopt;
+  if (base.stats.simulated || other.stats.simulated) return std::nullopt;  // no noise to test
+  return step_series_test(base.stats.step_series_ns, other.stats.step_series_ns);
 }
 
 bool same_configuration(const SessionReader& a, const SessionReader& b) {
@@ -52,15 +76,23 @@ bool same_configuration(const SessionReader& a, const SessionReader& b) {
 RunToRunNoise apply_run_to_run_noise(std::vector<ComparedSession>& cs, const std::vector<const SessionReader*>& sessions) {
   RunToRunNoise out;
   if (cs.size() != sessions.size()) return out;
-  const auto measured = [&](size_t i) { return cs[i].stats.steps > 0 && cs[i].stats.step_time_ns.count > 0; };
+  const auto has_steps = [&](size_t i) { return cs[i].stats.steps > 0 && cs[i].stats.step_time_ns.count > 0; };
+  // a simulation repeats its step times exactly: in no group (its spread 0 is no machine's noise)
+  const auto measured = [&](size_t i) { return has_steps(i) && !cs[i].stats.simulated; };
+  out.baseline_simulated = !cs.empty() && cs[0].stats.simulated;
   for (size_t i = 0; i < cs.size(); ++i) {
     cs[i].configuration = -1;
-    if (!measured(i)) continue;
+    if (has_steps(i)) ++(cs[i].stats.simulated ? out.simulated_sessions : out.measured_sessions);
+    if (!has_steps(i)) continue;
+    if (!measured(i)) {
+      cs[i].configuration = static_cast<int>(i);
+      continue;
+    }
     for (size_t k = 0; k < i && cs[i].configuration < 0; ++k) {
       // the same file twice is no repeat (comparison_warnings says so): it has no run-to-run spread
       std::error_code ec;
       if (std::filesystem::equivalent(sessions[k]->path(), sessions[i]->path(), ec) && !ec) continue;
-      if (cs[k].configuration == static_cast<int>(k) && same_configuration(*sessions[k], *sessions[i]))
+      if (cs[k].configuration == static_cast<int>(k) && !cs[k].stats.simulated && same_configuration(*sessions[k], *sessions[i]))
         cs[i].configuration = static_cast<int>(k);
     }
     if (cs[i].configuration < 0) cs[i].configuration = static_cast<int>(i);
@@ -89,6 +121,9 @@ RunToRunNoise apply_run_to_run_noise(std::vector<ComparedSession>& cs, const std
 const char* step_verdict_key(StepVerdict v) {
   switch (v) {
     case StepVerdict::NotTested: return "not_tested";
+    case StepVerdict::TooFewSteps: return "too_few_steps";
+    case StepVerdict::Simulated: return "simulated";
+    case StepVerdict::ModelVsMeasured: return "model_vs_measured";
     case StepVerdict::SameConfiguration: return "same_configuration";
     case StepVerdict::WithinStepNoise: return "within_step_noise";
     case StepVerdict::WithinRunToRun: return "within_run_to_run_noise";
@@ -107,10 +142,13 @@ bool within_run_to_run(const ComparedSession& base, const ComparedSession& other
 }  // namespace
 
 StepVerdict step_verdict(const ComparedSession& base, const ComparedSession& other) {
+  if (base.stats.steps > 0 && other.stats.steps > 0 && (base.stats.simulated || other.stats.simulated))
+    return base.stats.simulated && other.stats.simulated ? StepVerdict::Simulated : StepVerdict::ModelVsMeasured;
   if (base.configuration >= 0 && base.configuration == other.configuration) return StepVerdict::SameConfiguration;
   const std::optional<StepTimeTest> t = step_time_test(base, other);
-  if (t && !t->test.differs) return StepVerdict::WithinStepNoise;
+  if (t && !t->test.differs && !t->powerless) return StepVerdict::WithinStepNoise;
   if (within_run_to_run(base, other)) return StepVerdict::WithinRunToRun;
+  if (t && t->powerless) return StepVerdict::TooFewSteps;
   return t ? StepVerdict::Differ : StepVerdict::NotTested;
 }
 
@@ -133,6 +171,22 @@ std::string step_time_test_text(const ComparedSession& base, const ComparedSessi
   };
   if (v == StepVerdict::SameConfiguration)
     return fmt::format("step times {} vs {}: the same configuration; {} is run-to-run noise", label, base_label, diff_text());
+  if (v == StepVerdict::Simulated)
+    return fmt::format("step times {} vs {}: both simulated: {} is the cost model's difference, exact (a simulation's "
+                       "steps do not vary from run to run: no noise test)",
+                       label, base_label, diff_text());
+  if (v == StepVerdict::ModelVsMeasured) {
+    const bool other_sim = other.stats.simulated;
+    // the model's figure against the measured one: the model's relative error
+    const double model = other_sim ? b : a, run = other_sim ? a : b;
+    const double rel = run > 0 ? 100.0 * (model - run) / run : 0.0;
+    return fmt::format("step times {} vs {}: a model-vs-measurement comparison ({} simulated, {} measured): the "
+                       "simulated mean step is {:.1f} % {} the measured one ({}{}); no significance verdict (the "
+                       "simulation has no noise, and the measurement's noise is not the model's error)",
+                       label, base_label, other_sim ? label : base_label, other_sim ? base_label : label, std::abs(rel),
+                       rel >= 0 ? "above" : "below", model >= run ? "+" : "-",
+                       format_duration(static_cast<int64_t>(std::llround(std::abs(model - run)))));
+  }
   const std::optional<StepTimeTest> t = step_time_test(base, other);
   if (!t) {
     std::vector<std::string> few;
@@ -146,10 +200,20 @@ std::string step_time_test_text(const ComparedSession& base, const ComparedSessi
     if (other.run_to_run_pct) return head + fmt::format("; {} is beyond {}", diff_text(), run_to_run());
     return head;
   }
-  const std::string head = fmt::format("step times {} vs {} (batch means, 95 %): {}, t {:.2f}, df {:.1f}, critical {:.3f}: ",
-                                       label, base_label, diff_text(), t->test.t, t->test.df, t->test.critical);
+  const bool welch = t->method == StepTestMethod::WelchSteps;
+  const std::string method =
+      welch ? fmt::format("Welch's t on the steps, 95 %; lag-1 autocorrelation {:.2f} and {:.2f}, within +-{:.2f}",
+                          t->base_lag1, t->other_lag1, std::max(t->base_bound, t->other_bound))
+            : fmt::format("batch means, 95 %; lag-1 autocorrelation {:.2f} and {:.2f}, above +-{:.2f}", t->base_lag1,
+                          t->other_lag1, std::max(t->base_bound, t->other_bound));
+  const std::string head = fmt::format("step times {} vs {} ({}): {}, t {:.2f}, df {:.1f}, critical {:.3f}: ", label,
+                                       base_label, method, diff_text(), t->test.t, t->test.df, t->test.critical);
   switch (v) {
     case StepVerdict::WithinStepNoise: return head + "within the steps' noise";
+    case StepVerdict::TooFewSteps:
+      return head + fmt::format("too few steps to tell (the steps drift, so only batch means test them, and {} "
+                                "batches a run leave df {:.1f}); run >= {} steps",
+                                std::min(t->base.batches, t->other.batches), t->test.df, kMinPoweredBatchSteps);
     case StepVerdict::WithinRunToRun: return head + "the steps differ, but by less than " + run_to_run() + ": noise on this machine";
     default: break;
   }
@@ -158,9 +222,14 @@ std::string step_time_test_text(const ComparedSession& base, const ComparedSessi
 }
 
 std::string run_to_run_text(const RunToRunNoise& noise, const std::vector<std::string>& labels) {
+  if (noise.simulated_sessions > 0 && noise.measured_sessions == 0)
+    return "run-to-run noise: none (every session is simulated: the cost model gives the same step times every run; "
+           "the differences are the model's, exact)";
   if (!noise.measured())
-    return "run-to-run noise: not measured (no two sessions ran the same configuration): the verdicts below are "
-           "within-run only; run the baseline twice to measure it";
+    return fmt::format("run-to-run noise: not measured (no two {}sessions ran the same configuration): the verdicts "
+                       "below are within-run only; run {} twice to measure it",
+                       noise.simulated_sessions > 0 ? "measured " : "",
+                       noise.baseline_simulated ? "a measured configuration" : "the baseline");
   std::string out;
   for (const auto& g : noise.groups) {
     std::vector<std::string> names;

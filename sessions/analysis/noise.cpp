@@ -84,6 +84,24 @@ std::optional<BatchMeans> batch_means(const std::vector<int64_t>& series) {
   return m;
 }
 
+double lag1_autocorrelation(const std::vector<int64_t>& series) {
+  if (series.size() < 2) return 0.0;
+  double m = 0;
+  for (const int64_t v : series) m += static_cast<double>(v);
+  m /= static_cast<double>(series.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const double d = static_cast<double>(series[i]) - m;
+    den += d * d;
+    if (i + 1 < series.size()) num += d * (static_cast<double>(series[i + 1]) - m);
+  }
+  return den > 0 ? num / den : 0.0;
+}
+
+double white_noise_lag1_bound(int64_t n) {
+  return n >= 1 ? 1.96 / std::sqrt(static_cast<double>(n)) : std::numeric_limits<double>::infinity();
+}
+
 StepNoise step_time_noise(const std::vector<int64_t>& step_ns) {
   StepNoise n;
   n.steps = static_cast<int64_t>(step_ns.size());

@@ -64,6 +64,17 @@ std::string ran_on_text(const ss::SessionReader& s, const ss::RunStats& st) {
 
 json value_or_null(const std::optional<double>& v) { return v ? json(*v) : json(); }
 
+// the dense part's time differing beyond noise where no setting changes its work (machine_difference):
+// null where it does not
+json machine_json(const ss::SessionReader& ra, const ss::ComparedSession& a, const ss::SessionReader& rb,
+                  const ss::ComparedSession& b, const std::string& la, const std::string& lb) {
+  const auto m = ss::machine_difference(ra, a, rb, b);
+  if (!m) return json();
+  return {{"baseline_dense_ns", m->base_dense_ns}, {"session_dense_ns", m->other_dense_ns}, {"ratio", m->ratio},
+          {"method", ss::step_test_method_key(m->test.method)}, {"t", m->test.test.t}, {"df", m->test.test.df},
+          {"text", ss::machine_difference_text(*m, ra, rb, la, lb)}};
+}
+
 // The text table: a column per session and per difference, each as wide as its widest cell.
 std::string figures_table(const std::vector<ss::ComparedSession>& cs, const std::vector<std::string>& labels) {
   std::vector<std::vector<std::string>> rows;
@@ -216,7 +227,11 @@ int cmd_compare(const CompareState& st) {
         return json{{"steps", m.n}, {"batch_size", m.batch_size}, {"batches", m.batches}, {"mean_ns", m.mean},
                     {"se_ns", m.se}};
       };
-      const json test = t ? json{{"method", "batch_means"},
+      const json test = t ? json{{"method", ss::step_test_method_key(t->method)},
+                                 // the lag-1 autocorrelations that chose the method, and their white-noise bounds
+                                 {"lag1_autocorrelation", {{"baseline", t->base_lag1}, {"session", t->other_lag1}}},
+                                 {"lag1_bound", {{"baseline", t->base_bound}, {"session", t->other_bound}}},
+                                 {"powerless", t->powerless},
                                  {"difference_ns", t->diff_ns},
                                  {"se_ns", t->se_ns},
                                  {"t", std::isfinite(t->test.t) ? json(t->test.t) : json(t->test.t > 0 ? "inf" : "-inf")},
@@ -236,7 +251,8 @@ int cmd_compare(const CompareState& st) {
                                   // "within_run": no repeats measured the run-to-run noise this verdict would need
                                   {"verdict_scope", cs[i].run_to_run_pct ? "run_to_run" : "within_run"},
                                   {"step_time_verdict", ss::step_verdict_key(verdict)},
-                                  {"step_time_text", ss::step_time_test_text(cs[0], cs[i], labels[0], labels[i])}});
+                                  {"step_time_text", ss::step_time_test_text(cs[0], cs[i], labels[0], labels[i])},
+                                  {"machine_difference", machine_json(*readers[0], cs[0], *readers[i], cs[i], labels[0], labels[i])}});
     }
     j["model_quality"] = ss::model_quality_block(reader_ptrs, labels).json;
     std::cout << dump(j) << "\n";
@@ -280,10 +296,18 @@ int cmd_compare(const CompareState& st) {
   // the noise behind ", within noise" (step time mean, p50 and throughput): the run-to-run noise of
   // repeated configurations, then the verdict per session after the baseline
   std::cout << ss::run_to_run_text(run_noise, labels) << "\n";
-  for (size_t i = 1; i < cs.size(); ++i) std::cout << ss::step_time_test_text(cs[0], cs[i], labels[0], labels[i]) << "\n";
+  for (size_t i = 1; i < cs.size(); ++i) {
+    std::cout << ss::step_time_test_text(cs[0], cs[i], labels[0], labels[i]) << "\n";
+    if (const auto m = ss::machine_difference(*readers[0], cs[0], *readers[i], cs[i]))
+      std::cout << "warning: " << ss::machine_difference_text(*m, *readers[0], *readers[i], labels[0], labels[i]) << "\n";
+  }
   if (table.find(", within noise") != std::string::npos)  // the legend of that mark, only where a cell has it
     std::cout << "(within noise: the same configuration as the baseline, or a difference of the mean step time that the "
-                 "steps' batch-means test (95 %) or the measured run-to-run noise cannot tell from chance)\n";
+                 "steps' test (95 %: Welch's t on the steps, batch means where they drift) or the measured run-to-run "
+                 "noise cannot tell from chance)\n";
+  if (table.find(", too few steps to tell") != std::string::npos)
+    std::cout << "(too few steps to tell: the steps drift, and batch means over so few steps cannot tell a difference "
+                 "from chance; run more steps)\n";
   // the model's figures a smaller table trades (held-out loss first: a remedy is judged by it)
   if (const std::string mq = ss::model_quality_block(reader_ptrs, labels).text; !mq.empty()) std::cout << mq;
   // per rank: what the exposed-communication chart of the Compare view draws, and each rank's peaks

@@ -664,7 +664,7 @@ int cmd_rebalance(const RebalanceState& s) {
   if (const std::string t = comm_text(spec, comm); !t.empty()) std::cout << fmt::format("comm         {}\n", t);
   if (step_noise.known() && p.worth_it() && !slower)
     std::cout << fmt::format("step noise   median step {} over {} steps; a gain of {} a step {} 2 x {} (sqrt(2) x the "
-                             "batch-means SE of the mean step, batches of {}, as compare tests step times: the "
+                             "batch-means SE of the mean step, batches of {}, as compare tests drifting step times: the "
                              "within-run noise; two runs of one plan on a shared machine can differ by more - "
                              "`compare` two runs of it to measure that)\n",
                              ms(step_noise.median_ns), step_noise.steps, ms(saved_ns_per_step),

@@ -155,10 +155,11 @@ std::optional<sessions::AucDifference> auc_vs_first(const std::vector<ScenarioRo
 // The steps column: the measured steps, "C of N" where a pipeline's drain steps are left out of
 // the figures (tester52 F1: "6" read as the steps every figure covered).
 // A run's difference from run 0 in step time or exposed communication per step (ns), and whether
-// it is within the runs' step-to-step noise: step time by compare's within_noise (its batch-means
-// test of the counted steps' times, the verdict the workbench's Figures page prints), exposed
-// communication by the same test of the counted steps' exposed communication, mean over ranks.
-// tested false where either run has fewer than kMinWelchSamples counted steps.
+// it is within the runs' step-to-step noise: step time by compare's within_noise (its test of the
+// counted steps' times, the verdict the workbench's Figures page prints), exposed communication by
+// the same test of the counted steps' exposed communication, mean over ranks. tested false where
+// either run has fewer than kMinWelchSamples counted steps or the test has no power (too few
+// steps of drifting runs).
 struct NoiseVerdict {
   double diff_ns = 0;
   bool tested = false;
@@ -179,20 +180,16 @@ std::vector<double> exposed_per_counted_step(const sessions::RunStats& st) {
   return out;
 }
 
-// The test compare gives step times (sessions::step_time_test: batch means of the series in step
-// order, so a drift is not read as independent steps), of another per-step series (ns); nullopt
+// The test compare gives step times (sessions::step_series_test: Welch's t on the steps where
+// neither series drifts, batch means where one does), of another per-step series (ns); nullopt
 // with fewer than kMinWelchSamples values on either side.
-std::optional<sessions::WelchTest> batch_means_test(const std::vector<double>& a, const std::vector<double>& b) {
-  if (static_cast<int64_t>(a.size()) < sessions::kMinWelchSamples ||
-      static_cast<int64_t>(b.size()) < sessions::kMinWelchSamples)
-    return std::nullopt;
+std::optional<sessions::StepTimeTest> series_test(const std::vector<double>& a, const std::vector<double>& b) {
   const auto as_ns = [](const std::vector<double>& v) {
     std::vector<int64_t> out;
     for (double x : v) out.push_back(static_cast<int64_t>(std::llround(x)));
     return out;
   };
-  const auto ba = *sessions::batch_means(as_ns(a)), bb = *sessions::batch_means(as_ns(b));
-  return sessions::two_means_test(ba.mean, ba.se * ba.se, ba.df, bb.mean, bb.se * bb.se, bb.df);
+  return sessions::step_series_test(as_ns(a), as_ns(b));
 }
 
 std::optional<NoiseVerdict> step_vs_first(const std::vector<ScenarioRow>& rows, size_t i) {
@@ -203,8 +200,11 @@ std::optional<NoiseVerdict> step_vs_first(const std::vector<ScenarioRow>& rows, 
   b.stats = *rows[i].stats;
   NoiseVerdict v;
   v.diff_ns = rows[i].figures->step_mean_ns - rows[0].figures->step_mean_ns;
-  v.tested = sessions::step_time_test(a, b).has_value();
-  v.within_noise = sessions::within_noise(a, b);
+  // no test, or one without the power to tell (too few steps of drifting runs): '?'
+  const sessions::StepVerdict verdict = sessions::step_verdict(a, b);
+  v.tested = verdict != sessions::StepVerdict::NotTested && verdict != sessions::StepVerdict::TooFewSteps;
+  // two simulations: no noise, the model's difference exact; equal means are the same step
+  v.within_noise = verdict == sessions::StepVerdict::Simulated ? v.diff_ns == 0 : sessions::within_noise(a, b);
   return v;
 }
 
@@ -213,13 +213,13 @@ std::optional<NoiseVerdict> exposed_vs_first(const std::vector<ScenarioRow>& row
   if (rows[0].figures->steps == 0 || rows[i].figures->steps == 0) return std::nullopt;
   NoiseVerdict v;
   v.diff_ns = rows[i].figures->exposed_comm_per_step_ns - rows[0].figures->exposed_comm_per_step_ns;
-  const auto t = batch_means_test(exposed_per_counted_step(*rows[0].stats), exposed_per_counted_step(*rows[i].stats));
-  v.tested = t.has_value();
-  v.within_noise = t && !t->differs;
+  const auto t = series_test(exposed_per_counted_step(*rows[0].stats), exposed_per_counted_step(*rows[i].stats));
+  v.tested = t && !t->powerless;
+  v.within_noise = v.tested && !t->test.differs;
   return v;
 }
 
-// "+124.55 ms noise", "-310.20 ms", "+12.00 ms ?" (no test: too few counted steps), "-" for run 0
+// "+124.55 ms noise", "-310.20 ms", "+12.00 ms ?" (no test, or too few steps to tell), "-" for run 0
 std::string verdict_cell(const std::optional<NoiseVerdict>& v) {
   if (!v) return "-";
   return fmt::format("{:+.2f} ms{}", v->diff_ns / 1e6, !v->tested ? " ?" : v->within_noise ? " noise" : "");
@@ -420,9 +420,10 @@ int cmd_scenario(const ScenarioState& s) {
   std::cout << "\nsteps: the measured steps, 'C of N' where a pipeline's last drain steps are left out of every figure "
                "but peak and loss, as in stats (C counted); step mean: the slowest rank's step time; exposed/step: "
                "exposed communication per rank and counted step, mean over ranks (as compare and stats give it per "
-               "step); vs 0: the difference from run 0's, 'noise' when compare's test (95 %, batch means of the counted "
-               "steps' values in step order) finds no difference (the step-to-step noise of the runs could make it; the workbench's Figures page "
-               "gives the same verdict for the step time), '?' where a run has fewer than 5 counted steps (no test); "
+               "step); vs 0: the difference from run 0's, 'noise' when compare's test (95 %: Welch's t on the counted "
+               "steps' values, batch means where they drift) finds no difference (the step-to-step noise of the runs could make it; the workbench's Figures page "
+               "gives the same verdict for the step time), '?' where a run has fewer than 5 counted steps (no test) "
+               "or the steps drift and are too few to tell; "
                "comm / emb: the share of the ranks' step time in collectives / in the embedding's own "
                "(thread-level on CPU ranks); bytes on the wire: every rank's bytes sent per sample, Embedscope's split "
                "checks included as stats counts them (per token for lm_embedding, the split checks left out there: "

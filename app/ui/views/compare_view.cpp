@@ -260,9 +260,21 @@ void CompareView::show_figures(std::vector<sessions::RunStats> stats, std::vecto
   {  // the run-to-run noise the step-time verdicts are held against, as `embedscope compare` prints it
     std::vector<std::string> label_text;
     for (const auto& l : labels) label_text.push_back(l.toStdString());
-    auto* noise = new QLabel(QString::fromStdString(sessions::run_to_run_text(model_->apply_run_to_run_noise(readers),
-                                                                              label_text)).toHtmlEscaped(),
-                             figures);
+    // then, per session after the baseline, the step-time verdict and a machine that differed,
+    // as `embedscope compare` prints them (one function each: sessions/analysis/compare.h)
+    QString text = QString::fromStdString(sessions::run_to_run_text(model_->apply_run_to_run_noise(readers), label_text))
+                       .toHtmlEscaped();
+    const auto& cs = model_->sessions();
+    for (size_t i = 1; i < cs.size() && i < readers.size(); ++i) {
+      text += "<br>" + QString::fromStdString(sessions::step_time_test_text(cs[0], cs[i], label_text[0], label_text[i]))
+                           .toHtmlEscaped();
+      if (const auto m = sessions::machine_difference(*readers[0], cs[0], *readers[i], cs[i]))
+        text += QString("<br><span style=\"color:#b00000\"><b>warning</b>: %1</span>")
+                    .arg(QString::fromStdString(
+                             sessions::machine_difference_text(*m, *readers[0], *readers[i], label_text[0], label_text[i]))
+                             .toHtmlEscaped());
+    }
+    auto* noise = new QLabel(text, figures);
     noise->setObjectName("compare_run_to_run_noise");
     noise->setWordWrap(true);
     noise->setTextInteractionFlags(Qt::TextSelectableByMouse);

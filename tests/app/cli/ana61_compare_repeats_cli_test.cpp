@@ -130,14 +130,21 @@ TEST(Ana61CompareRepeats, TwoRunsOfOneConfigurationAreItsRunToRunNoise) {
   EXPECT_NE(r.out.find("step times B vs A: the same configuration; +6.00 ms (+30.0 %) is run-to-run noise\n"),
             std::string::npos)
       << r.out;
-  // C: steps of 24 +- 0.01 ms against 20: the within-run test finds a difference (batch means
-  // all equal: se floored at sd / 4 = 2.58 us each), the run-to-run noise (30 % of 20 ms = 6 ms) does not
-  EXPECT_NE(r.out.find("step times C vs A (batch means, 95 %): +4.00 ms (+20.0 %), t "), std::string::npos) << r.out;
+  // C: steps of 24 +- 0.01 ms against 20, alternating (lag-1 autocorrelation -1500 / 1600 =
+  // -0.9375, within 1.96 / 4 = 0.49): Welch's t on the steps (se sd / 4 = 2.58 us each) finds a
+  // difference, the run-to-run noise (30 % of 20 ms = 6 ms) does not
+  EXPECT_NE(r.out.find("step times C vs A (Welch's t on the steps, 95 %; lag-1 autocorrelation -0.94 and -0.94, within "
+                       "+-0.49): +4.00 ms (+20.0 %), t 1095.45, df 30.0, critical 2.042: "),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("the steps differ, but by less than the run-to-run noise (30.0 %, 6.00 ms of the faster mean "
                        "here): noise on this machine\n"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("step times D vs A (batch means, 95 %): +20.00 ms (+100.0 %), t "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step times D vs A (Welch's t on the steps, 95 %; lag-1 autocorrelation -0.94 and -0.94, within "
+                       "+-0.49): +20.00 ms (+100.0 %), t "),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("they differ, beyond the run-to-run noise (30.0 %, 6.00 ms of the faster mean here)\n"),
             std::string::npos)
       << r.out;

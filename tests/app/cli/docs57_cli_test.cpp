@@ -225,14 +225,14 @@ TEST(Docs57Cli, StatsOnAFileNoToolReadsSaysWhatItIsNot) {
 }
 
 // compare called a 2x change "within noise" where one slow step widened each session's min -
-// max. The test of the means (batch means, noise.h batch_means, floored at sd / sqrt(n)): A, 18
-// steps of 550 ms then one of 200 and one of 900 (20 steps: 5 batches of 4, all of mean 550:
-// batch-means se 0, floored at sd / sqrt(20) = 113.55 / 4.472 = 25.392 ms); B, 18 of 250 then
-// 100 and 600 (batch means 250 x 4 and 300, mean 260: bm se sqrt(4 / 4 x 2000 / 20) = 10 ms,
-// floored at 86.75 / 4.472 = 19.399 ms): se sqrt(25.392^2 + 19.399^2) = 31.954 ms, t -290 /
-// 31.954 = -9.076, df (644.74 + 376.32)^2 / ((644.74^2 + 376.32^2) / 4) = 7.48 (t 2.365 at df
-// 7): they differ, though each mean lies in the other's [min, max]. C, A's steps shifted by 10
-// ms: t 0.278, df 8 (2.306), within the steps' noise. No repeats: within-run only, said so.
+// max. The test of the means: A, 18 steps of 550 ms then one of 200 and one of 900 (lag-1
+// autocorrelation -122500 / 245000 = -0.5); B, 18 of 250 then 100 and 600 (mean 260: -51100 /
+// 143000 = -0.357); both within 1.96 / sqrt(20) = 0.438, so Welch's t on the steps: se sd /
+// sqrt(20), 113.55 / 4.472 = 25.392 ms and 86.75 / 4.472 = 19.399 ms: sqrt(25.392^2 + 19.399^2)
+// = 31.954 ms, t -290 / 31.954 = -9.076, df (644.74 + 376.32)^2 / ((644.74^2 + 376.32^2) / 19) =
+// 35.54 (df 30's 2.042): they differ, though each mean lies in the other's [min, max]. C, A's
+// steps shifted by 10 ms: t 0.278, df 38 (2.042), within the steps' noise. No repeats: within-run
+// only, said so.
 TEST(Docs57Cli, CompareCallsANoisyTwoFoldChangeADifference) {
   std::vector<int64_t> a(18, 550), b(18, 250);
   a.push_back(200), a.push_back(900);
@@ -243,12 +243,14 @@ TEST(Docs57Cli, CompareCallsANoisyTwoFoldChangeADifference) {
                     dc = docs57_steps_session("w_c.db", c);
   auto r = docs57_cli("compare " + da + " " + db + " " + dc);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("step times B vs A (batch means, 95 %): -290.00 ms (-52.7 %), t -9.08, df 7.5, critical 2.365: "
+  EXPECT_NE(r.out.find("step times B vs A (Welch's t on the steps, 95 %; lag-1 autocorrelation -0.50 and -0.36, within "
+                       "+-0.44): -290.00 ms (-52.7 %), t -9.08, df 35.5, critical 2.042: "
                        "they differ within this pair of runs; run-to-run noise not measured (run the baseline twice to "
                        "measure it)\n"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("step times C vs A (batch means, 95 %): +10.00 ms (+1.8 %), t 0.28, df 8.0, critical 2.306: "
+  EXPECT_NE(r.out.find("step times C vs A (Welch's t on the steps, 95 %; lag-1 autocorrelation -0.50 and -0.50, within "
+                       "+-0.44): +10.00 ms (+1.8 %), t 0.28, df 38.0, critical 2.042: "
                        "within the steps' noise\n"),
             std::string::npos)
       << r.out;
@@ -259,8 +261,12 @@ TEST(Docs57Cli, CompareCallsANoisyTwoFoldChangeADifference) {
   const auto j = nlohmann::json::parse(r.out);
   const auto& b_diff = j.at("differences").at(0);
   EXPECT_NEAR(b_diff.at("step_time_test").at("t").get<double>(), -9.0756, 1e-3);
-  EXPECT_NEAR(b_diff.at("step_time_test").at("df").get<double>(), 7.48286, 1e-4);
-  EXPECT_DOUBLE_EQ(b_diff.at("step_time_test").at("critical").get<double>(), 2.365);
+  EXPECT_NEAR(b_diff.at("step_time_test").at("df").get<double>(), 35.5436, 1e-3);
+  EXPECT_DOUBLE_EQ(b_diff.at("step_time_test").at("critical").get<double>(), 2.042);
+  EXPECT_EQ(b_diff.at("step_time_test").at("method"), "welch_steps");
+  EXPECT_NEAR(b_diff.at("step_time_test").at("lag1_autocorrelation").at("baseline").get<double>(), -0.5, 1e-12);
+  EXPECT_NEAR(b_diff.at("step_time_test").at("lag1_autocorrelation").at("session").get<double>(), -51100.0 / 143000, 1e-12);
+  EXPECT_TRUE(b_diff.at("machine_difference").is_null());
   EXPECT_NEAR(b_diff.at("step_time_test").at("baseline").at("se_ns").get<double>(), 25.391669e6, 1);
   EXPECT_NEAR(b_diff.at("step_time_test").at("session").at("se_ns").get<double>(), 19.398861e6, 1);
   EXPECT_EQ(b_diff.at("step_time_test").at("baseline").at("batch_size"), 4);

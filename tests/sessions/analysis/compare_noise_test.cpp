@@ -45,11 +45,11 @@ static ss::ComparedSession ux42_series(const std::vector<int64_t>& ms) {
   return s;
 }
 
-// "within noise" is a test of the mean step times with each mean's batch-means SE (noise.h
-// batch_means; steps are not independent samples), not the min - max spread. A {100, 120, 80,
-// 110, 90} ms: b 2, a 2, batch means 110 and 95: sigma^2 2 x 112.5 = 225, se sqrt(225 / 4) =
-// 7.5 ms. B, A shifted by 10 ms: se 7.5 too; t 10 / sqrt(2 x 56.25) = 0.9428, df 2 (4.303):
-// within the steps' noise.
+// "within noise" is a test of the mean step times, not the min - max spread. A {100, 120, 80,
+// 110, 90} ms: lag-1 autocorrelation -0.7, within 1.96 / sqrt(5) = 0.877 (no drift), so Welch's
+// t on the steps: sd 15.811, se 7.0711 ms; B, A shifted by 10 ms, the same: t 10 / sqrt(2 x 50)
+// = 1.0, df 100^2 / (2 x 50^2 / 4) = 8 (2.306): within the steps' noise. (Its batch means, kept
+// beside: b 2, a 2, batch means 110 and 95: sigma^2 2 x 112.5 = 225, se sqrt(225 / 4) = 7.5 ms.)
 TEST(Ux42Compare, AStepTimeDifferenceWithinTheBatchMeansTestIsWithinNoise) {
   const auto a = ux42_series({100, 120, 80, 110, 90}), b = ux42_series({110, 130, 90, 120, 100});
   // the spread rows: each session's fastest and slowest measured step
@@ -62,9 +62,11 @@ TEST(Ux42Compare, AStepTimeDifferenceWithinTheBatchMeansTestIsWithinNoise) {
   EXPECT_NEAR(w->base.se, 7.5e6, 1e-3);
   EXPECT_EQ(w->base.batch_size, 2);
   EXPECT_EQ(w->base.batches, 2);
-  EXPECT_NEAR(w->test.t, 10.0 / std::sqrt(112.5), 1e-9);
-  EXPECT_NEAR(w->test.df, 2.0, 1e-9);
-  EXPECT_DOUBLE_EQ(w->test.critical, 4.303);
+  EXPECT_EQ(w->method, ss::StepTestMethod::WelchSteps);
+  EXPECT_NEAR(w->base_lag1, -0.7, 1e-12);
+  EXPECT_NEAR(w->test.t, 1.0, 1e-9);
+  EXPECT_NEAR(w->test.df, 8.0, 1e-9);
+  EXPECT_DOUBLE_EQ(w->test.critical, 2.306);
   EXPECT_TRUE(ss::within_noise(a, b));
   EXPECT_EQ(ss::step_verdict(a, b), ss::StepVerdict::WithinStepNoise);
   const ss::CompareDelta d = ss::compare_delta(a, b, CompareFigure::StepMean);
@@ -74,8 +76,8 @@ TEST(Ux42Compare, AStepTimeDifferenceWithinTheBatchMeansTestIsWithinNoise) {
   EXPECT_TRUE(ss::compare_delta(a, b, CompareFigure::Throughput).within_noise);
   EXPECT_FALSE(ss::compare_delta(a, b, CompareFigure::StepP99).within_noise);  // a tail, not the centre
   EXPECT_EQ(ss::step_time_test_text(a, b, "A", "B"),
-            "step times B vs A (batch means, 95 %): +10.00 ms (+10.0 %), t 0.94, df 2.0, critical 4.303: within the "
-            "steps' noise");
+            "step times B vs A (Welch's t on the steps, 95 %; lag-1 autocorrelation -0.70 and -0.70, within +-0.88): "
+            "+10.00 ms (+10.0 %), t 1.00, df 8.0, critical 2.306: within the steps' noise");
   // 16 steady steps of 100 +- 1 ms against the same at 200: batches of 4, a difference
   std::vector<int64_t> steady, twice;
   for (int i = 0; i < 16; ++i) steady.push_back(100 + i % 2), twice.push_back(200 + i % 2);

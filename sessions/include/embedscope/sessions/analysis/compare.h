@@ -179,20 +179,58 @@ std::string figure_level(const ComparedSession& s, CompareFigure f);
 /// `labels` as many as `sessions`. Plain text: the CLI prints it, the workbench escapes it.
 std::string measure_note(const std::vector<ComparedSession>& sessions, const std::vector<std::string>& labels);
 
-/// The within-run test of two sessions' mean step times: each mean's standard error by batch
-/// means over its counted steps in step order (noise.h batch_means, Flegal & Jones 2010: steps
-/// are autocorrelated, as the load on the machine drifts, so they are not independent samples),
-/// the two compared by two_means_test (Welch-Satterthwaite df over the batches' a - 1 each).
+/// How the within-run test judges a mean step time's standard error.
+enum class StepTestMethod {
+  /// Welch's t on the steps as independent values (var sd^2 / n, df n - 1): where neither
+  /// series' lag-1 autocorrelation exceeds the white-noise bound (white_noise_lag1_bound), so the
+  /// steps show no sign of the drift that batch means guards against, and the test has the n - 1
+  /// degrees of freedom the data has (tester63a F2: 10 steps a run gave batch means df 2.4).
+  WelchSteps,
+  /// Batch means (noise.h batch_means, Flegal & Jones 2010, df a - 1 a run): where either
+  /// series' lag-1 autocorrelation exceeds the bound (the steps drift, so they are not
+  /// independent samples).
+  BatchMeans,
+};
+/// "welch_steps", "batch_means".
+const char* step_test_method_key(StepTestMethod m);
+
+/// Fewer batches than this in either series leave the batch-means test without power to tell a
+/// difference (df a - 1 < 4 a run: critical t 2.78 to 12.7): where it then finds none, the
+/// verdict is "too few steps to tell" (StepVerdict::TooFewSteps), not "within noise".
+inline constexpr int64_t kMinPoweredBatches = 5;
+/// The step count from which every run has kMinPoweredBatches batches: a = floor(n / floor(sqrt(n)))
+/// is 5 at n 15 but 4 at n 16-19, and >= 5 from n 20 on.
+inline constexpr int64_t kMinPoweredBatchSteps = 20;
+
+/// The within-run test of two series of per-step times (ns, in step order), two-sided at 95 %
+/// (two_means_test, Welch-Satterthwaite df): by Welch's t on the steps where both series' lag-1
+/// autocorrelations are within 1.96 / sqrt(n) (StepTestMethod::WelchSteps), else by each mean's
+/// batch-means standard error (StepTestMethod::BatchMeans).
 struct StepTimeTest {
-  BatchMeans base;      ///< the baseline's counted steps
+  StepTestMethod method = StepTestMethod::BatchMeans;
+  double base_lag1 = 0;   ///< lag1_autocorrelation of the baseline's series
+  double other_lag1 = 0;  ///< of the other session's
+  double base_bound = 0;  ///< white_noise_lag1_bound of the baseline's step count
+  double other_bound = 0; ///< of the other's
+  BatchMeans base;      ///< the baseline's batch means (n, mean and iid_se hold for either method)
   BatchMeans other;     ///< the other session's
   double diff_ns = 0;   ///< other.mean - base.mean
-  double se_ns = 0;     ///< sqrt(base.se^2 + other.se^2)
+  double se_ns = 0;     ///< the standard error of diff_ns the test used
   WelchTest test;       ///< t = diff_ns / se_ns, df, critical, differs
+  /// BatchMeans with fewer than kMinPoweredBatches batches in either series and no difference
+  /// found: the test could not have told a difference (StepVerdict::TooFewSteps).
+  bool powerless = false;
 };
 
-/// The test above of `other` against `base`; nullopt when either has fewer than kMinWelchSamples
-/// counted steps (RunStats::step_series_ns).
+/// The test above of two series; nullopt when either has fewer than kMinWelchSamples values.
+/// Example (tested; tester63a F2, ms): A 212.1 220.5 225.6 242.1 310.1 219.3 237.8 242.7 364.9
+/// 445.9 (r1 0.3669), B 516.8 615.5 562.5 579.4 649.2 279.7 784.6 725.6 768.0 589.4 (r1
+/// -0.1863), both within 0.6198: WelchSteps, t 6.406, df 13.73 (critical 2.160): differs.
+std::optional<StepTimeTest> step_series_test(const std::vector<int64_t>& base, const std::vector<int64_t>& other);
+
+/// step_series_test of the two sessions' counted steps (RunStats::step_series_ns); nullopt when
+/// either has fewer than kMinWelchSamples counted steps, or either session is simulated (a cost
+/// model's steps have no noise to test: step_verdict says Simulated or ModelVsMeasured).
 std::optional<StepTimeTest> step_time_test(const ComparedSession& base, const ComparedSession& other);
 
 /// Whether two sessions ran the same configuration, so that the difference of their step times
@@ -216,11 +254,16 @@ struct RunToRunNoise {
   /// and the spread in ns of that group.
   double spread_pct = 0;
   double spread_ns = 0;
+  /// The compared sessions with counted steps that are simulated / measured: simulated ones are
+  /// in no group (a cost model repeats its step times exactly: no run-to-run noise to measure).
+  int simulated_sessions = 0;
+  int measured_sessions = 0;
+  bool baseline_simulated = false;  ///< the first compared session is simulated
   bool measured() const { return !groups.empty(); }
 };
 
 /// Groups the compared sessions (`sessions[i]` the reader of `cs[i]`) by same_configuration,
-/// among those with counted steps (the same file twice is no repeat), and sets each ComparedSession's `configuration` and
+/// among the measured (not simulated) ones with counted steps (the same file twice is no repeat), and sets each ComparedSession's `configuration` and
 /// `run_to_run_pct`. Example (tested): mean steps A 20 ms, B (A's configuration) 26 ms, C 30
 /// ms: one group {A, B}, spread 6 ms = 30 %; C's +50 % is beyond it. Never throws.
 RunToRunNoise apply_run_to_run_noise(std::vector<ComparedSession>& cs, const std::vector<const SessionReader*>& sessions);
@@ -228,24 +271,39 @@ RunToRunNoise apply_run_to_run_noise(std::vector<ComparedSession>& cs, const std
 /// What a comparison says of a step-time difference.
 enum class StepVerdict {
   NotTested,          ///< fewer than kMinWelchSamples counted steps in either, no run-to-run noise
+  /// The within-run test had no power (StepTimeTest::powerless) and found no difference, and no
+  /// run-to-run noise decides it: "too few steps to tell", never "within noise"
+  TooFewSteps,
+  /// Both sessions simulated: a cost model's step times do not vary from run to run, so the
+  /// difference is the model's, exact; no test
+  Simulated,
+  /// One session simulated, the other measured: a model-vs-measurement comparison; the relative
+  /// difference is the model's error against that run, with no significance verdict
+  ModelVsMeasured,
   SameConfiguration,  ///< a repeat of the baseline's configuration: the difference is run-to-run noise
   WithinStepNoise,    ///< the within-run test finds no difference
   WithinRunToRun,     ///< |difference| <= run_to_run_pct of the faster mean: noise on this machine
   Differ,             ///< beyond the within-run noise and (where measured) the run-to-run noise
 };
-/// "not_tested", "same_configuration", "within_step_noise", "within_run_to_run_noise", "differ".
+/// "not_tested", "too_few_steps", "simulated", "model_vs_measured", "same_configuration",
+/// "within_step_noise", "within_run_to_run_noise", "differ".
 const char* step_verdict_key(StepVerdict v);
 
-/// The verdict on `other`'s mean step time against `base`'s: SameConfiguration where both have the
+/// The verdict on `other`'s mean step time against `base`'s: Simulated where both are simulated
+/// (RunStats::simulated), ModelVsMeasured where one is; SameConfiguration where both have the
 /// same `configuration` (>= 0); else the within-run test (step_time_test); a difference it finds
 /// is held against the run-to-run noise where apply_run_to_run_noise measured it
 /// (`other.run_to_run_pct`): |diff| <= that % of the faster of the two means is WithinRunToRun. Without a test
-/// but with the run-to-run noise, the difference is judged against that alone.
+/// but with the run-to-run noise, the difference is judged against that alone. A powerless test
+/// that finds no difference (StepTimeTest::powerless) is TooFewSteps unless the run-to-run noise
+/// covers the difference.
 StepVerdict step_verdict(const ComparedSession& base, const ComparedSession& other);
 
 /// Whether a step-time difference between two sessions is noise: step_verdict is
 /// SameConfiguration, WithinStepNoise or WithinRunToRun. compare_delta of StepMean, StepP50 and
-/// Throughput appends ", within noise" to a non-zero difference then (CompareDelta::within_noise);
+/// Throughput appends ", within noise" to a non-zero difference then (CompareDelta::within_noise),
+/// ", too few steps to tell" for TooFewSteps, ", exact (simulated)" for Simulated and ", model vs
+/// measured" for ModelVsMeasured (a figure of one model, not a verdict);
 /// for Throughput only when both train the same units a step (SessionRate::per_step equal, or
 /// either unknown): 4x the tokens a step is 4x the throughput whatever the noise of the steps.
 bool within_noise(const ComparedSession& base, const ComparedSession& other);
@@ -259,7 +317,17 @@ bool within_noise(const ComparedSession& base, const ComparedSession& other);
 ///  - "...: they differ, beyond the run-to-run noise (30.8 %)", or without repeats "...: they
 ///    differ within this run pair; run-to-run noise not measured (run the baseline twice to
 ///    measure it)"
-///  - "step times B vs A: no noise test (A has 3 counted steps; it needs 5 in each)".
+///  - "step times B vs A: no within-run test (A has 3 counted steps; it needs 5 in each)";
+///  - the method names itself: "(Welch's t on the steps, 95 %; lag-1 autocorrelation 0.37 and
+///    -0.19, within +-0.62)" or "(batch means, 95 %; lag-1 autocorrelation 0.70 above +-0.62)";
+///  - TooFewSteps: "...: too few steps to tell (the steps drift, so only batch means test them,
+///    and 3 batches a run leave df 4.0); run >= 20 steps";
+///  - Simulated: "step times B vs A: both simulated: -1.20 ms (-5.0 %) is the cost model's
+///    difference, exact (a simulation's steps do not vary from run to run: no noise test)";
+///  - ModelVsMeasured: "step times B vs A: a model-vs-measurement comparison (B simulated, A
+///    measured): the simulated mean step is 33.7 % below the measured one (-212.54 ms); no
+///    significance verdict (the simulation has no noise, and the measurement's noise is not the
+///    model's error)": the model's error relative to the measured run, whichever is the baseline.
 std::string step_time_test_text(const ComparedSession& base, const ComparedSession& other, const std::string& base_label,
                                 const std::string& label);
 
@@ -268,8 +336,53 @@ std::string step_time_test_text(const ComparedSession& base, const ComparedSessi
 /// machine" (three or more: "3 runs ... (A, C, D) differ by up to"), then where several groups
 /// "differences are held against the largest, 30.8 %"; without groups "run-to-run noise: not
 /// measured (no two sessions ran the same configuration): the verdicts below are within-run only;
-/// run the baseline twice to measure it". `labels` as many as the compared sessions.
+/// run the baseline twice to measure it" ("run a measured configuration twice" where the baseline
+/// is simulated); where every session is simulated "run-to-run noise: none (every session is
+/// simulated: the cost model gives the same step times every run; the differences are the
+/// model's, exact)". `labels` as many as the compared sessions.
 std::string run_to_run_text(const RunToRunNoise& noise, const std::vector<std::string>& labels);
+
+/// The dense part's time per counted step (ns): per step, the mean over its ranks of
+/// RankStepTimes::by_category_ns[dense] (the MLPs' forward and backward: dense_forward_backward),
+/// in step order, drain steps left out. Empty without counted steps.
+std::vector<int64_t> dense_series_ns(const RunStats& st);
+
+/// Where two measured runs spent the same dense work (dense_work_alike) in times that differ
+/// beyond the steps' noise: the machine, not what differs between the runs, changed it (tester63a
+/// F6: the dense MLP 2.3x slower under other jobs' load read as "row_wise makes the step 2.2x slower").
+struct MachineDifference {
+  double base_dense_ns = 0;   ///< the baseline's mean dense time per rank and counted step
+  double other_dense_ns = 0;  ///< the other session's
+  double ratio = 0;           ///< other / base
+  StepTimeTest test;          ///< step_series_test of the two dense_series_ns: differs
+};
+
+/// A dense-part difference counts where the test says the means differ and they are at least
+/// this far apart (10 %: smaller shifts are within what the runs' own threads, another
+/// communication pattern on the same cores, can do to a CPU run's compute).
+inline constexpr double kMachineDifferenceMin = 0.10;
+
+/// Whether two sessions' dense parts do the same work a step: both measured runs (not simulated,
+/// not imported) with the same workload (workload_json) apart from the settings that leave the
+/// dense part alone ("sharding", "steps", "warmup_steps", "rebalance", "seed"), the same world
+/// size and backend. Never throws (a malformed workload is not alike).
+bool dense_work_alike(const SessionReader& a, const SessionReader& b);
+
+/// The machine difference of `other` from `base` (the readers `ra`, `rb` of the two), or none:
+/// dense work not alike, fewer than kMinWelchSamples counted steps, no dense time, no difference
+/// beyond the test or below kMachineDifferenceMin. Example (tested): dense 100 ms a step in A,
+/// 230 ms in B, 10 steps each, +-1 ms: ratio 2.30, differs.
+std::optional<MachineDifference> machine_difference(const SessionReader& ra, const ComparedSession& base,
+                                                    const SessionReader& rb, const ComparedSession& other);
+
+/// The line for a machine difference: "the machine differed between the runs: the dense part
+/// (the same MLPs on the same batch, which no sharding changes) took 2.31x as long a step in B
+/// (B 432.28 ms, A 187.39 ms per rank and step, beyond the steps' noise: Welch's t 9.10, df
+/// 12.0); other processes' runnable threads 13.033 in B vs 5.049 in A; the step times carry that:
+/// rerun both on an equally loaded machine before blaming the difference on the settings" (the load clause
+/// where both sessions recorded cpu_other_runnable, else cpu_other_cores, else left out).
+std::string machine_difference_text(const MachineDifference& d, const SessionReader& ra, const SessionReader& rb,
+                                    const std::string& base_label, const std::string& label);
 
 /// Warnings about what a comparison sets side by side (tester41 #5 and #14), one line per
 /// session after the first (`labels[0]`, the baseline) that needs one: "B is the same file as A

@@ -84,6 +84,20 @@ struct BatchMeans {
 /// values (no batches to compare).
 std::optional<BatchMeans> batch_means(const std::vector<int64_t>& series);
 
+/// The lag-1 sample autocorrelation of `series` (in step order): with m the mean,
+///   r1 = sum_{i=0}^{n-2} (x_i - m)(x_{i+1} - m) / sum_{i=0}^{n-1} (x_i - m)^2
+/// (G. E. P. Box, G. M. Jenkins, G. C. Reinsel and G. M. Ljung, "Time Series Analysis:
+/// Forecasting and Control", 5th ed., Wiley 2015, section 2.1.5, r_k at k = 1). 0 for fewer than
+/// 2 values or values without spread. Example (tested): 100, 101, ..., 109 (a steady climb): 57.75
+/// / 82.5 = 0.7; {100, 120, 80, 110, 90}: -700 / 1000 = -0.7.
+double lag1_autocorrelation(const std::vector<int64_t>& series);
+
+/// The bound within which the lag-1 autocorrelation of `n` independent values falls 95 % of the
+/// time, 1.96 / sqrt(n) (Bartlett's approximation r_k ~ N(0, 1 / n) for white noise: P. J.
+/// Brockwell and R. A. Davis, "Introduction to Time Series and Forecasting", 3rd ed., Springer
+/// 2016, section 1.4.1). n 10: 0.6198. infinity for n < 1.
+double white_noise_lag1_bound(int64_t n);
+
 /// The step time's noise over measured steps (the slowest rank's time of each step).
 struct StepNoise {
   int64_t steps = 0;       ///< step times given
