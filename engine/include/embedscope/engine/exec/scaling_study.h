@@ -149,7 +149,7 @@ struct ScalingStudy {
   std::vector<ScalingPoint> points;
   /// How far to trust its times (cost/profile_trust.h profile_trust_json's "note": the
   /// calibrated profile's error band, the assumed figures); "" for none
-  std::string profile_note;
+  std::string profile_note = {};
 };
 
 /// {"workload", "hardware", "simulated": true, "gpus_per_node", "batch_size_per_gpu", "steps",
