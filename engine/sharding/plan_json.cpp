@@ -252,11 +252,14 @@ ShardingPlan plan_from_json(const WorkloadSpec& spec, const json& j, const std::
   // plan's gpu_placement, and `plan --auto --json`'s search and stats (tester41 #19: the searched
   // plan must run as printed), and host_memory (this machine's verdict, tester46 F4): ignored (the
   // run resolves its backend and places its ranks itself), and ranks_without_rows (the ranks the
-  // plan leaves without embedding rows, sharding/idle_ranks.h: derived from the shards)
+  // plan leaves without embedding rows, sharding/idle_ranks.h: derived from the shards), and
+  // profile_trust (how far to trust the simulated times: the profile's error band, its assumed
+  // figures; cost/profile_trust.h)
   only_keys(j, {"world_size", "local_world_size", "tables", "table_storage", "pipeline", "qcomms", "network",
                 "dense_precision", "memory",
                 "fits", "ended", "error", "backend", "backend_requested", "gpu_placement", "search", "stats",
-                "storage_changes", "storage_reason", "storage_searches", "host_memory", "ranks_without_rows"},
+                "storage_changes", "storage_reason", "storage_searches", "host_memory", "ranks_without_rows",
+                "profile_trust"},
             origin, "");
   // `plan --auto --allow-storage`'s tables whose storage the planner changed: the caller applies
   // them to the workload first (planner/storage_fallback.h apply_storage_changes, as `run --plan`

@@ -32,7 +32,7 @@ fs::path fixa49_ui_dir() {
 }
 
 // lm45's shape (V 190,000 x H 16 fp32 tied, 1 rank, 32 tokens, 1 step): its allocator replay
-// peaks at 50,351,616 B (tests/engine/planner/lm_memory_replay_test.cpp by hand); ids from a file.
+// peaks at 50,352,640 B (tests/engine/planner/lm_memory_replay_test.cpp by hand); ids from a file.
 nlohmann::json fixa49_ui_workload(const std::string& token_file) {
   return {{"model", "lm_embedding"},   {"name", "fixa49"},      {"vocab_size", 190000},
           {"hidden_size", 16},         {"sequence_length", 32}, {"micro_batch_size", 1},
@@ -65,8 +65,8 @@ TEST(Fixa49StoredLmPlan, TheEstimateIsShownForAnOlderSessionWhoseTokenFileIsGone
   const ss::SessionReader r(db.string());
   embedscope::ui::ShardingPlanModel m(r, ss::analyze(r));
   ASSERT_EQ(m.ranks().size(), 1u);
-  EXPECT_EQ(m.ranks()[0].planned_bytes, 50'351'616);  // 0 before: the stored workload did not parse
-  EXPECT_EQ(m.ranks()[0].peak_planned_bytes, 50'351'616);
-  EXPECT_EQ(m.ranks()[0].peak_bytes, 50'351'616);  // the run's measured peak
+  EXPECT_EQ(m.ranks()[0].planned_bytes, 50'352'640);  // 0 before: the stored workload did not parse
+  EXPECT_EQ(m.ranks()[0].peak_planned_bytes, 50'352'640);
+  EXPECT_EQ(m.ranks()[0].peak_bytes, 50'352'640);  // the run's measured peak
   fs::remove_all(fixa49_ui_dir());
 }

@@ -209,6 +209,9 @@ TEST(ReportSummaryR12, TheShardingPlanCaptionIsBelowTheHeldCriticalPath) {
   const int caption_top = caption->mapTo(page, QPoint(0, 0)).y();
   EXPECT_GE(caption_top, path_bottom) << "the caption starts " << path_bottom - caption_top << " px over the table";
   EXPECT_LE(caption_top - path_bottom, 40);  // right under it: the window grew by the overlap, not more
-  EXPECT_LT(w.height(), 2100);               // 1,816 px here; an overshoot (the overlap counted twice) made 2,675
+  // 1,816 px here, 2,242 px since the Summary gained `stats`' lines (time by op category, lookup-time
+  // imbalance, the critical path's total) and keeps 8 rows of each table; an overshoot (the overlap
+  // counted twice) made 859 px more than the page
+  EXPECT_LT(w.height(), 2500);
   embedscope::ui::release_held_panes(page);
 }

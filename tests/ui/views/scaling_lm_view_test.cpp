@@ -115,14 +115,15 @@ TEST(ScalingLmView, EveryCellIsTheCliJsonAndTheRefusedPointSaysWhy) {
   }
   // hand-computed: data_parallel on 2 GPUs all-reduces the table's gradient 64,000 B, the body's
   // 1,088 B and the loss's 4 B, 2 x (p - 1) / p x 65,092 = 65,092 B a rank: 130,184 B a step over
-  // 2 x 64 tokens = 1,017.06 B/token; every data_parallel GPU holds the whole 395.5 KiB (394.0
-  // before the cross-entropy's three vectors of 64 floats were blocks of the arena, 512 B each)
+  // 2 x 64 tokens = 1,017.06 B/token; every data_parallel GPU holds the whole 396.5 KiB (394.0
+  // before the cross-entropy's three vectors of 64 floats were blocks of the arena, 512 B each;
+  // 395.5 before the step's 64 input and 64 target token ids were, int32, a 512 B block each)
   EXPECT_EQ(text(t, 4, 0), "data_parallel");
   EXPECT_EQ(text(t, 4, 1), "2");
   EXPECT_EQ(text(t, 4, ScalingView::kWireColumn), "127.1 KiB");
   EXPECT_TRUE(t->item(4, ScalingView::kWireColumn)->toolTip().startsWith("130184 B on the wire per step"));
   EXPECT_EQ(text(t, 4, ScalingView::kLmTokenBytesColumn), "1017.1");
-  for (int r : {3, 4, 5}) EXPECT_EQ(text(t, r, 11), "395.5 KiB") << r;
+  for (int r : {3, 4, 5}) EXPECT_EQ(text(t, r, 11), "396.5 KiB") << r;
   // the refused point: vocab_parallel+sp at 3 GPUs, no figures, its whole reason in red
   EXPECT_EQ(text(t, 2, 0), "vocab_parallel+sp");
   EXPECT_EQ(t->item(2, 3), nullptr);
