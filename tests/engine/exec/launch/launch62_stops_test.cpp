@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/cli_run.h"
+#include "support/launch_children.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -46,20 +47,6 @@ int count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// The pids of `pid`'s children (/proc/PID/task/PID/children, proc(5)).
-std::vector<pid_t> children_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  std::vector<pid_t> out;
-  for (pid_t c; f >> c;) out.push_back(c);
-  return out;
-}
 
 }  // namespace
 
@@ -106,11 +93,11 @@ TEST(Launch62, SecondCtrlCKillsAStoppedRankAtOnce) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<pid_t> kids;
   while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
-    kids = children_of(launch);
+    kids = ts::child_pids(launch);
     if (kids.size() == 2 && fs::exists(dir / "s.rank1.db") && fs::exists(dir / "s.rank0.db")) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_EQ(kids.size(), 2u) << slurp(err);
+  ASSERT_EQ(kids.size(), 2u) << ts::file_text(err);
   std::this_thread::sleep_for(std::chrono::seconds(3));
   kill(kids[1], SIGSTOP);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -126,11 +113,11 @@ TEST(Launch62, SecondCtrlCKillsAStoppedRankAtOnce) {
     kill(launch, SIGKILL);
     for (pid_t k : kids) kill(k, SIGKILL);
     waitpid(launch, &st, 0);
-    FAIL() << "launch still ran 60 s after the second Ctrl-C:\n" << slurp(err);
+    FAIL() << "launch still ran 60 s after the second Ctrl-C:\n" << ts::file_text(err);
   }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
-  EXPECT_LT(took, 20.0) << slurp(err);
-  const std::string e = slurp(err);
+  EXPECT_LT(took, 20.0) << ts::file_text(err);
+  const std::string e = ts::file_text(err);
   EXPECT_NE(e.find("(pid " + std::to_string(kids[1]) + ") is stopped: continued (SIGCONT) so that it takes the Ctrl-C"),
             std::string::npos) << e;
   ASSERT_TRUE(WIFEXITED(st)) << e;

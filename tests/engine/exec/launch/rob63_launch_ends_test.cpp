@@ -29,6 +29,7 @@
 #include "embedscope/engine/exec/launch/rank_env.h"
 #include "exec/launch/store.h"
 #include "support/cli_run.h"
+#include "support/launch_children.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -44,20 +45,6 @@ std::string rob63_store_dir(const std::string& name) {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string rob63_slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// The pids of `pid`'s children (/proc/PID/task/PID/children, proc(5)).
-std::vector<pid_t> rob63_children_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  std::vector<pid_t> out;
-  for (pid_t c; f >> c;) out.push_back(c);
-  return out;
-}
 }  // namespace
 
 // Rank 0 of 2 connects group 'world' with a 20 s timeout; rank 1 never comes, and 300 ms in, its
@@ -129,11 +116,11 @@ TEST(Rob63LaunchEnds, FirstCtrlCContinuesAStoppedRankAndEveryRankCancels) {
   const auto t0 = Clock::now();
   std::vector<pid_t> kids;
   while (seconds_since(t0) < 60) {
-    kids = rob63_children_of(launch);
+    kids = ts::child_pids(launch);
     if (kids.size() == 2 && fs::exists(dir / "c.rank1.db") && fs::exists(dir / "c.rank0.db")) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_EQ(kids.size(), 2u) << rob63_slurp(err);
+  ASSERT_EQ(kids.size(), 2u) << ts::file_text(err);
   std::this_thread::sleep_for(std::chrono::seconds(2));
   kill(kids[1], SIGSTOP);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -147,10 +134,10 @@ TEST(Rob63LaunchEnds, FirstCtrlCContinuesAStoppedRankAndEveryRankCancels) {
     for (pid_t k : kids) kill(k, SIGKILL);
     kill(launch, SIGKILL);
     waitpid(launch, &st, 0);
-    FAIL() << "launch still ran 60 s after the Ctrl-C:\n" << rob63_slurp(err);
+    FAIL() << "launch still ran 60 s after the Ctrl-C:\n" << ts::file_text(err);
   }
   const double took = seconds_since(asked);
-  const std::string e = rob63_slurp(err);
+  const std::string e = ts::file_text(err);
   EXPECT_LT(took, 30.0) << e;
   EXPECT_NE(e.find("rank 1 (pid " + std::to_string(kids[1]) +
                    ") is stopped: continued (SIGCONT) so that it takes the Ctrl-C with the others"),
